@@ -1,0 +1,103 @@
+//! Building the `involvedObject` reference from whatever object a user has, as client-go's
+//! `GetReference` does.
+//!
+//! * An [`ObjectReference`] is used as given (its `fieldPath` kept).
+//! * With the `kube` feature, any `kube::Resource` with a static type (every `k8s-openapi`
+//!   type such as `Pod`, and every `#[derive(CustomResource)]` type) gets kind and apiVersion
+//!   from its type, and name, namespace, uid and resourceVersion from its metadata.
+//! * Any other type can implement [`Reference`] itself.
+
+use thiserror::Error;
+
+use crate::model::ObjectReference;
+
+/// Why no reference could be built for an object.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("cannot build an object reference: {0}")]
+pub struct ReferenceError(pub String);
+
+/// Objects events can be about.
+///
+/// ```
+/// use kevents_core::{ObjectReference, Reference, ReferenceError};
+///
+/// // A custom type implements it directly.
+/// struct Widget { name: String, namespace: String }
+/// impl Reference for Widget {
+///     fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
+///         Ok(ObjectReference::new("example.com/v1", "Widget", &self.namespace, &self.name))
+///     }
+/// }
+///
+/// let w = Widget { name: "w1".into(), namespace: "ns".into() };
+/// assert_eq!(w.object_reference().unwrap().kind, "Widget");
+/// ```
+pub trait Reference {
+    /// The reference the event's `involvedObject` is set to.
+    fn object_reference(&self) -> Result<ObjectReference, ReferenceError>;
+}
+
+impl Reference for ObjectReference {
+    fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
+        Ok(self.clone())
+    }
+}
+
+impl<T: Reference + ?Sized> Reference for &T {
+    fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
+        (**self).object_reference()
+    }
+}
+
+#[cfg(feature = "kube")]
+mod kube_impl {
+    use super::*;
+    use kube_core::Resource;
+
+    /// Any statically typed `kube` resource: `k8s-openapi` types and custom resources.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kevents_core::Reference;
+    /// let mut pod = Pod::default();
+    /// pod.metadata.name = Some("web-1".into());
+    /// pod.metadata.namespace = Some("default".into());
+    /// pod.metadata.uid = Some("u1".into());
+    /// pod.metadata.resource_version = Some("42".into());
+    /// let r = pod.object_reference().unwrap();
+    /// assert_eq!((r.kind.as_str(), r.api_version.as_str(), r.name.as_str()), ("Pod", "v1", "web-1"));
+    /// assert_eq!((r.uid.as_str(), r.resource_version.as_str()), ("u1", "42"));
+    /// ```
+    impl<K: Resource<DynamicType = ()>> Reference for K {
+        fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
+            let kind = K::kind(&()).into_owned();
+            if kind.is_empty() {
+                return Err(ReferenceError("object has no kind".into()));
+            }
+            let meta = self.meta();
+            Ok(ObjectReference {
+                kind,
+                api_version: K::api_version(&()).into_owned(),
+                name: meta.name.clone().unwrap_or_default(),
+                namespace: meta.namespace.clone().unwrap_or_default(),
+                uid: meta.uid.clone().unwrap_or_default(),
+                resource_version: meta.resource_version.clone().unwrap_or_default(),
+                field_path: String::new(),
+            })
+        }
+    }
+
+    impl From<k8s_openapi::api::core::v1::ObjectReference> for ObjectReference {
+        fn from(r: k8s_openapi::api::core::v1::ObjectReference) -> Self {
+            ObjectReference {
+                kind: r.kind.unwrap_or_default(),
+                namespace: r.namespace.unwrap_or_default(),
+                name: r.name.unwrap_or_default(),
+                uid: r.uid.unwrap_or_default(),
+                api_version: r.api_version.unwrap_or_default(),
+                resource_version: r.resource_version.unwrap_or_default(),
+                field_path: r.field_path.unwrap_or_default(),
+            }
+        }
+    }
+}

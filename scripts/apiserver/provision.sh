@@ -1,0 +1,334 @@
+#!/usr/bin/env bash
+# Provision a real kube-apiserver (Kubernetes v1.20.2, built from Debian's
+# `kubernetes` source package) plus etcd, openssl and curl on a Debian bookworm
+# machine. Idempotent and non-interactive; needs root.
+#
+# Result:  ${KEVENTS_CACHE:-/var/cache/kevents}/kube-apiserver-<debian version>/kube-apiserver
+#          ${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver  (stable symlink)
+#
+# If the cached binary already exists, nothing is downloaded or built.
+# Environment:
+#   KEVENTS_CACHE          cache directory (default /var/cache/kevents)
+#   KEVENTS_DEBIAN_SUITE   Debian suite to take the source from (default bookworm)
+#   KEVENTS_FORCE_REBUILD  set to 1 to rebuild even if a cached binary exists
+#   KEVENTS_KEEP_WORK      set to 1 to keep the source tree / Go cache after a build
+set -Eeuo pipefail
+
+export DEBIAN_FRONTEND=noninteractive
+export LC_ALL=C.UTF-8
+
+CACHE=${KEVENTS_CACHE:-/var/cache/kevents}
+SUITE=${KEVENTS_DEBIAN_SUITE:-bookworm}
+SRC_PKG=kubernetes
+DEB_SRC_FILE=/etc/apt/sources.list.d/kevents-deb-src.sources
+WORK="$CACHE/work"
+SECONDS=0
+
+log() { printf '[provision +%ss] %s\n' "$SECONDS" "$*" >&2; }
+die() { printf '[provision +%ss] ERROR: %s\n' "$SECONDS" "$*" >&2; exit 1; }
+on_err() {
+    local rc=$? line=${BASH_LINENO[0]:-?}
+    printf '[provision +%ss] FAILED (exit %s) at line %s: %s\n' \
+        "$SECONDS" "$rc" "$line" "$BASH_COMMAND" >&2
+}
+trap on_err ERR
+
+[ "$(id -u)" = 0 ] || die "must run as root (installs packages, writes $CACHE)"
+command -v apt-get >/dev/null || die "apt-get not found: this script needs Debian"
+
+mkdir -p "$CACHE" "$CACHE/bin"
+
+# Serialize concurrent provisioning runs (two test runs at once, etc.).
+exec 9>"$CACHE/.provision.lock"
+if ! flock -n 9; then
+    log "another provision.sh holds $CACHE/.provision.lock; waiting for it"
+    flock 9
+fi
+
+# ---------------------------------------------------------------- apt helpers
+APT_UPDATED=0
+apt_update() {
+    [ "$APT_UPDATED" = 1 ] && return 0
+    local i
+    for i in 1 2 3; do
+        log "apt-get update (attempt $i)"
+        if apt-get -q update >"$CACHE/apt-update.log" 2>&1; then
+            APT_UPDATED=1
+            return 0
+        fi
+        tail -n 20 "$CACHE/apt-update.log" >&2 || true
+        sleep $((i * 5))
+    done
+    die "apt-get update failed 3 times (see $CACHE/apt-update.log)"
+}
+
+apt_install() {
+    # Keep package maintainer scripts from starting services (etcd-server would
+    # otherwise try to start a system-wide etcd on :2379 on some machines).
+    local made_policy=0 rc=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        made_policy=1
+    fi
+    log "apt-get install $*"
+    apt-get -q -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        install --no-install-recommends "$@" >"$CACHE/apt-install.log" 2>&1 || rc=$?
+    [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+    if [ "$rc" != 0 ]; then
+        tail -n 30 "$CACHE/apt-install.log" >&2 || true
+        die "apt-get install $* failed (exit $rc; see $CACHE/apt-install.log)"
+    fi
+}
+
+# Install the listed packages unless all the listed commands already exist.
+# usage: ensure_tools "cmd1 cmd2" pkg1 pkg2 ...
+ensure_tools() {
+    local cmds=$1; shift
+    local c missing=""
+    for c in $cmds; do
+        command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
+    done
+    if [ -z "$missing" ]; then
+        log "already installed:$(printf ' %s' $cmds)"
+        return 0
+    fi
+    log "missing commands:$missing"
+    apt_update
+    apt_install "$@"
+    for c in $cmds; do
+        command -v "$c" >/dev/null 2>&1 || die "command '$c' still missing after installing $*"
+    done
+}
+
+# ------------------------------------------------------------ deb-src entry
+# Prints "present" if a deb-src entry for $SUITE main already exists; otherwise
+# prints "URI<TAB>SIGNED-BY" of the existing deb entry for $SUITE main.
+find_deb_entry() {
+    local f
+    # One-line format (sources.list, *.list).
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        if grep -Eq "^[[:space:]]*deb-src[[:space:]].*[[:space:]]$SUITE[[:space:]].*\bmain\b" "$f"; then
+            echo present; return 0
+        fi
+    done
+    # deb822 format (*.sources).
+    local out
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        out=$(awk -v suite="$SUITE" '
+            function flush() {
+                if (types != "" && enabled !~ /^[Nn][Oo]/ &&
+                    (" " suites " ") ~ (" " suite " ") && (" " comps " ") ~ / main /) {
+                    if ((" " types " ") ~ / deb-src /) { print "present"; found = 1; exit }
+                    if ((" " types " ") ~ / deb / && cand == "") {
+                        split(uris, u, " "); cand = u[1] "\t" signed
+                    }
+                }
+                types = ""; uris = ""; suites = ""; comps = ""; signed = ""; enabled = ""
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            /^[ \t]/   { next }               # continuation line (e.g. inline key)
+            {
+                key = tolower($1); sub(/:$/, "", key)
+                val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+                if (key == "types") types = val
+                else if (key == "uris") uris = val
+                else if (key == "suites") suites = val
+                else if (key == "components") comps = val
+                else if (key == "signed-by") signed = val
+                else if (key == "enabled") enabled = val
+            }
+            END { if (!found) { flush(); if (!found && cand != "") print cand } }
+        ' "$f")
+        if [ "$out" = present ]; then echo present; return 0; fi
+        if [ -n "$out" ]; then echo "$out"; return 0; fi
+    done
+    # One-line deb entry to copy.
+    local line
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        line=$(grep -E "^[[:space:]]*deb[[:space:]].*[[:space:]]$SUITE[[:space:]].*\bmain\b" "$f" | head -n1 || true)
+        if [ -n "$line" ]; then
+            printf 'LINE\t%s\n' "$line"; return 0
+        fi
+    done
+    return 0
+}
+
+ensure_deb_src() {
+    if [ -f "$DEB_SRC_FILE" ] || [ -f "${DEB_SRC_FILE%.sources}.list" ]; then
+        log "deb-src entry already present ($DEB_SRC_FILE)"
+        return 0
+    fi
+    local entry uri signed
+    entry=$(find_deb_entry)
+    case "$entry" in
+        present)
+            log "a deb-src entry for $SUITE main already exists"
+            return 0 ;;
+        LINE$'\t'*)
+            local line=${entry#LINE$'\t'}
+            # deb [opts] URI suite comps...  ->  deb-src [opts] URI $SUITE main
+            line=$(printf '%s\n' "$line" | sed -E "s/^[[:space:]]*deb[[:space:]]+//; s/[[:space:]]$SUITE[[:space:]].*\$//")
+            log "adding deb-src entry: deb-src $line $SUITE main"
+            printf '# Added by kevents scripts/apiserver/provision.sh\ndeb-src %s %s main\n' \
+                "$line" "$SUITE" >"${DEB_SRC_FILE%.sources}.list"
+            APT_UPDATED=0
+            return 0 ;;
+        "")
+            uri=http://deb.debian.org/debian
+            signed=/usr/share/keyrings/debian-archive-keyring.gpg
+            log "no deb entry for $SUITE main found; falling back to $uri" ;;
+        *)
+            uri=${entry%%$'\t'*}
+            signed=${entry#*$'\t'} ;;
+    esac
+    log "adding deb-src entry: $uri $SUITE main (Signed-By: ${signed:-none})"
+    {
+        echo "# Added by kevents scripts/apiserver/provision.sh"
+        echo "Types: deb-src"
+        echo "URIs: $uri"
+        echo "Suites: $SUITE"
+        echo "Components: main"
+        if [ -n "$signed" ]; then echo "Signed-By: $signed"; fi
+    } >"$DEB_SRC_FILE"
+    APT_UPDATED=0
+}
+
+# ------------------------------------------------------------------ helpers
+src_version() {
+    # Highest version of the source package apt knows about ("" if none).
+    { apt-cache showsrc --only-source "$SRC_PKG" 2>/dev/null || true; } \
+        | awk '/^Version:/ {print $2}' | sort -V | tail -n1 | sed 's/^[0-9]*://'
+}
+
+link_binary() {
+    local bin=$1
+    ln -sfn "$bin" "$CACHE/bin/.kube-apiserver.tmp"
+    mv -Tf "$CACHE/bin/.kube-apiserver.tmp" "$CACHE/bin/kube-apiserver"
+    log "symlink: $CACHE/bin/kube-apiserver -> $bin"
+}
+
+check_binary() {
+    local bin=$1 v
+    v=$("$bin" --version 2>&1) || die "$bin --version failed: $v"
+    log "$bin: $v"
+}
+
+finish() {
+    log "done in ${SECONDS}s; kube-apiserver: $CACHE/bin/kube-apiserver"
+}
+
+# --------------------------------------------------------------------- main
+log "cache directory: $CACHE"
+
+# Runtime tools (cheap when already installed).
+ensure_tools "etcd openssl curl flock" etcd-server openssl curl ca-certificates util-linux
+
+if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ]; then
+    # Prefer the version apt knows about (no network needed); on a machine
+    # without deb-src lists, any cached build is good enough.
+    version=$(src_version)
+    cached=""
+    if [ -n "$version" ] && [ -x "$CACHE/kube-apiserver-$version/kube-apiserver" ]; then
+        cached="$CACHE/kube-apiserver-$version/kube-apiserver"
+    elif [ -z "$version" ]; then
+        cached=$(ls -1d "$CACHE"/kube-apiserver-*/kube-apiserver 2>/dev/null | sort -V | tail -n1 || true)
+    fi
+    if [ -n "$cached" ] && [ -x "$cached" ]; then
+        log "cached binary found: $cached (skipping source download and build)"
+        check_binary "$cached"
+        link_binary "$cached"
+        finish
+        exit 0
+    fi
+fi
+
+# ------------------------------------------------------------- cold path
+log "no cached kube-apiserver; building from Debian source (takes ~6-10 minutes)"
+ensure_deb_src
+apt_update
+if command -v go >/dev/null 2>&1 && command -v rsync >/dev/null 2>&1 \
+   && command -v dpkg-source >/dev/null 2>&1 && command -v make >/dev/null 2>&1; then
+    log "build tools already installed: $(go version)"
+else
+    apt_install golang-go rsync dpkg-dev make xz-utils ca-certificates
+fi
+log "go: $(go version)"
+
+version=$(src_version)
+[ -n "$version" ] || die "apt does not know source package '$SRC_PKG' (deb-src for $SUITE main missing? see $DEB_SRC_FILE)"
+log "Debian source version: $SRC_PKG $version"
+dest_dir="$CACHE/kube-apiserver-$version"
+dest="$dest_dir/kube-apiserver"
+
+mkdir -p "$WORK/src"
+cd "$WORK/src"
+# apt-get source reuses already downloaded (and verified) files; dpkg-source
+# refuses to unpack over an existing tree, so remove any partial tree first.
+find "$WORK/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" -exec rm -rf {} +
+log "apt-get source $SRC_PKG=$version (into $WORK/src)"
+if ! apt-get -q -y source "$SRC_PKG=$version" >"$WORK/apt-source.log" 2>&1; then
+    tail -n 30 "$WORK/apt-source.log" >&2 || true
+    die "apt-get source $SRC_PKG=$version failed (see $WORK/apt-source.log)"
+fi
+tree=$(find "$WORK/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" | head -n1)
+[ -n "$tree" ] && [ -f "$tree/Makefile" ] || die "unpacked source tree not found under $WORK/src"
+log "source tree: $tree ($(du -sh "$tree" | cut -f1))"
+
+# The build expects a GOPATH layout with the tree at src/k8s.io/kubernetes.
+mkdir -p "$tree/.go/src/k8s.io" "$WORK/home" "$WORK/gocache" "$WORK/tmp"
+ln -sfn "$tree" "$tree/.go/src/k8s.io/kubernetes"
+
+# Upstream version string: the tree has no .git, so tell the build scripts.
+kube_version=${version#*really}          # 1.20.5+really1.20.2-1 -> 1.20.2-1
+kube_version=v${kube_version%%-*}        # -> v1.20.2
+log "building cmd/kube-apiserver ($kube_version), log: $WORK/build.log"
+build_start=$SECONDS
+(
+    cd "$tree/.go/src/k8s.io/kubernetes"
+    env HOME="$WORK/home" \
+        GOPATH="$tree/.go" \
+        GOCACHE="$WORK/gocache" \
+        GOTMPDIR="$WORK/tmp" \
+        GOFLAGS="" \
+        GOPROXY=off \
+        CGO_ENABLED=0 \
+        KUBE_GIT_VERSION="$kube_version" \
+        KUBE_GIT_TREE_STATE=clean \
+        make WHAT=cmd/kube-apiserver
+) >"$WORK/build.log" 2>&1 &
+build_pid=$!
+# Progress heartbeat while the (long, quiet) build runs.
+while kill -0 "$build_pid" 2>/dev/null; do
+    sleep 30
+    kill -0 "$build_pid" 2>/dev/null || break
+    log "still building ($((SECONDS - build_start))s): $(tail -n1 "$WORK/build.log" 2>/dev/null | cut -c1-120)"
+done
+if ! wait "$build_pid"; then
+    tail -n 40 "$WORK/build.log" >&2 || true
+    die "make WHAT=cmd/kube-apiserver failed (see $WORK/build.log)"
+fi
+log "build finished in $((SECONDS - build_start))s"
+
+built="$tree/_output/local/bin/linux/amd64/kube-apiserver"
+[ -x "$built" ] || built=$(find "$tree/_output" -type f -name kube-apiserver -perm -u+x | head -n1)
+[ -n "$built" ] && [ -x "$built" ] || die "build succeeded but no kube-apiserver binary under $tree/_output"
+
+mkdir -p "$dest_dir"
+cp "$built" "$dest.tmp"
+chmod 0755 "$dest.tmp"
+mv -f "$dest.tmp" "$dest"
+check_binary "$dest"
+link_binary "$dest"
+
+if [ "${KEVENTS_KEEP_WORK:-0}" = 1 ]; then
+    log "KEVENTS_KEEP_WORK=1: keeping $WORK"
+else
+    log "removing build tree and Go cache ($(du -sh "$WORK" | cut -f1)) at $WORK"
+    rm -rf "$WORK"
+fi
+finish

@@ -1,0 +1,2 @@
+//! kevents facade
+pub use kevents_core as core;
