@@ -113,8 +113,9 @@ find_deb_entry() {
             echo present; return 0
         fi
     done
-    # deb822 format (*.sources).
-    local out
+    # deb822 format (*.sources): look at all files for an existing deb-src
+    # entry before settling on the first matching deb entry to copy.
+    local out cand822=""
     for f in /etc/apt/sources.list.d/*.sources; do
         [ -f "$f" ] || continue
         out=$(awk -v suite="$SUITE" '
@@ -144,8 +145,9 @@ find_deb_entry() {
             END { if (!found) { flush(); if (!found && cand != "") print cand } }
         ' "$f")
         if [ "$out" = present ]; then echo present; return 0; fi
-        if [ -n "$out" ]; then echo "$out"; return 0; fi
+        if [ -n "$out" ] && [ -z "$cand822" ]; then cand822=$out; fi
     done
+    if [ -n "$cand822" ]; then echo "$cand822"; return 0; fi
     # One-line deb entry to copy.
     local line
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do

@@ -20,6 +20,10 @@
 #                           (default ${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver)
 #   KEVENTS_ETCD            etcd binary (default: etcd on PATH)
 #   KEVENTS_START_TIMEOUT   seconds to wait for readiness (default 60)
+#   KEVENTS_APISERVER_OWN_CA=1  instead of kube-apiserver's self-signed certificate
+#                           (SANs: IP 127.0.0.1 but no "localhost"), generate a CA
+#                           (DIR/pki/ca.crt, then KEVENTS_APISERVER_CA) and a serving
+#                           certificate for 127.0.0.1, ::1 and localhost with openssl
 set -Eeuo pipefail
 
 SECONDS=0
@@ -148,6 +152,32 @@ done
 [ "$ok" = 1 ] || { log "etcd did not become healthy; log tail:"; tail -n 30 "$DIR/etcd.log" >&2; exit 1; }
 log "etcd ready at $ETCD_URL (pid $ETCD_PID)"
 
+# ------------------------------------------------- optional own CA
+TLS_FLAGS=()
+CA="$DIR/certs/apiserver.crt"
+if [ "${KEVENTS_APISERVER_OWN_CA:-0}" = 1 ]; then
+    mkdir -p "$DIR/pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 \
+        -keyout "$DIR/pki/ca.key" -out "$DIR/pki/ca.crt" -subj "/CN=kevents-test-ca" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -sha256 \
+        -keyout "$DIR/pki/server.key" -out "$DIR/pki/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+    printf '%s\n' \
+        "basicConstraints=critical,CA:FALSE" \
+        "keyUsage=critical,digitalSignature,keyEncipherment" \
+        "extendedKeyUsage=serverAuth" \
+        "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost" \
+        "authorityKeyIdentifier=keyid" \
+        "subjectKeyIdentifier=hash" >"$DIR/pki/server.ext"
+    openssl x509 -req -in "$DIR/pki/server.csr" -CA "$DIR/pki/ca.crt" -CAkey "$DIR/pki/ca.key" \
+        -CAcreateserial -days 30 -sha256 -extfile "$DIR/pki/server.ext" \
+        -out "$DIR/pki/server.crt" 2>/dev/null
+    chmod 600 "$DIR/pki/ca.key" "$DIR/pki/server.key"
+    TLS_FLAGS=(--tls-cert-file="$DIR/pki/server.crt" --tls-private-key-file="$DIR/pki/server.key")
+    CA="$DIR/pki/ca.crt"
+fi
+
 # --------------------------------------------------------- kube-apiserver
 start_apiserver() {
     PORT=$(free_port)
@@ -165,12 +195,13 @@ start_apiserver() {
         --service-account-issuer=https://kubernetes.default.svc \
         --service-account-key-file="$DIR/sa.pub" \
         --service-account-signing-key-file="$DIR/sa.key" \
-        --service-cluster-ip-range=10.0.0.0/24)
+        --service-cluster-ip-range=10.0.0.0/24 \
+        ${TLS_FLAGS[@]+"${TLS_FLAGS[@]}"})
     local deadline=$((SECONDS + TIMEOUT)) out
     while [ "$SECONDS" -lt "$deadline" ]; do
         if ! alive "$APISERVER_PID"; then
             grep -qi 'address already in use' "$DIR/apiserver.log" && return 2
-            return 1
+            return 3
         fi
         out=$(curl -sk --max-time 2 -H "Authorization: Bearer $ADMIN_TOKEN" "$URL/readyz" 2>/dev/null || true)
         [ "$out" = ok ] && return 0
@@ -190,15 +221,18 @@ for attempt in 1 2 3; do
     break
 done
 if [ "$ok" != 1 ]; then
-    log "kube-apiserver did not become ready within ${TIMEOUT}s; log tail ($DIR/apiserver.log):"
+    if [ "$rc" = 3 ]; then
+        log "kube-apiserver ($APISERVER_BIN) exited during startup; log tail ($DIR/apiserver.log):"
+    else
+        log "kube-apiserver did not become ready within ${TIMEOUT}s; log tail ($DIR/apiserver.log):"
+    fi
     tail -n 40 "$DIR/apiserver.log" >&2 || true
     exit 1
 fi
 log "kube-apiserver ready at $URL (pid $APISERVER_PID)"
 
 # ------------------------------------------------------------ TLS check
-CA="$DIR/certs/apiserver.crt"
-[ -s "$CA" ] || { log "expected serving certificate $CA was not generated"; exit 1; }
+[ -s "$CA" ] || { log "expected CA/serving certificate $CA is missing"; exit 1; }
 if ! out=$(curl -sS --max-time 5 --cacert "$CA" -H "Authorization: Bearer $ADMIN_TOKEN" "$URL/readyz" 2>&1) \
    || [ "$out" != ok ]; then
     log "TLS verification against $CA failed: $out"

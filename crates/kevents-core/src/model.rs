@@ -6,6 +6,7 @@
 //! fields appear in Go's struct order (see `docs/dependencies.md`). Conversions from
 //! `k8s-openapi` objects live in [`crate::reference`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -179,12 +180,12 @@ fn is_zero(v: &i32) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Event {
-    /// Always `Event`.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// Always `Event` (borrowed, so building an event does not allocate it).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub kind: Cow<'static, str>,
     /// Always `v1`.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub api_version: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub api_version: Cow<'static, str>,
     /// Name, namespace, resourceVersion, annotations.
     pub metadata: ObjectMeta,
     /// The object this event is about.
@@ -230,8 +231,8 @@ pub struct Event {
 impl Default for Event {
     fn default() -> Self {
         Event {
-            kind: "Event".to_owned(),
-            api_version: "v1".to_owned(),
+            kind: Cow::Borrowed("Event"),
+            api_version: Cow::Borrowed("v1"),
             metadata: ObjectMeta::default(),
             involved_object: ObjectReference::default(),
             reason: String::new(),

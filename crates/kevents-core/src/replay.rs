@@ -93,7 +93,7 @@ pub enum ReplayError {
 ///   "type": "Warning", "reason": "BackOff", "message": "Back-off"}"#;
 /// let out = r.replay_line(line).unwrap();
 /// assert_eq!(out["action"], "create");
-/// assert_eq!(out["name"], "web-1.179782e0a3f8c000");
+/// assert_eq!(out["name"], "web-1.17979cfe362a0000");
 /// assert_eq!(out["firstTimestamp"], "2023-11-14T22:13:20Z");
 /// ```
 pub struct Replayer {

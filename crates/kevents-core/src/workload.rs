@@ -63,8 +63,8 @@ impl Workload {
     /// use kevents_core::{EventType, Workload};
     /// let o = Workload::HOT.occurrence(1_234_567, EventType::Normal);
     /// assert_eq!(o.object.name, "pod-567");
-    /// assert_eq!(o.reason, "Reason1");
-    /// assert_eq!(o.message, "message variant 2");
+    /// assert_eq!(o.reason, "Reason4");
+    /// assert_eq!(o.message, "message variant 0");
     /// ```
     pub fn occurrence(&self, i: usize, event_type: EventType) -> Occurrence {
         let o = i % self.objects;

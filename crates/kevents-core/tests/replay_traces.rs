@@ -6,8 +6,16 @@ use kevents_core::correlator::CorrelatorOptions;
 use kevents_core::replay::Replayer;
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/traces")
+/// The traces copied into the repository, and `../shared/traces` beside the checkout when it
+/// exists (CI has it; users do not), so a newer shared sample is replayed too.
+fn trace_dirs() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut dirs = vec![root.join("tests/fixtures/traces")];
+    let shared = root.join("../shared/traces");
+    if shared.is_dir() {
+        dirs.push(shared);
+    }
+    dirs
 }
 
 /// Parses the replay flags of a `.flags` file into correlator options.
@@ -30,7 +38,13 @@ fn options(flags: &str) -> CorrelatorOptions {
 
 #[test]
 fn every_sample_trace_matches_client_go() {
-    let mut names: Vec<_> = std::fs::read_dir(fixtures())
+    for dir in trace_dirs() {
+        replay_dir(&dir);
+    }
+}
+
+fn replay_dir(dir: &std::path::Path) {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| {
             let p = e.unwrap().path();
@@ -42,7 +56,6 @@ fn every_sample_trace_matches_client_go() {
     assert!(names.len() >= 14, "sample traces missing: {names:?}");
     let mut failures = Vec::new();
     for name in &names {
-        let dir = fixtures();
         let flags = std::fs::read_to_string(dir.join(format!("{name}.flags"))).unwrap_or_default();
         let input = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap();
         let expected = std::fs::read_to_string(dir.join(format!("{name}.expected"))).unwrap();
@@ -58,7 +71,7 @@ fn every_sample_trace_matches_client_go() {
             lines += 1;
         }
         assert_eq!(input.lines().count(), expected.lines().count(), "{name}");
-        eprintln!("{name}: {lines} lines agree");
+        eprintln!("{}/{name}: {lines} lines agree", dir.display());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -79,8 +79,71 @@ pub struct CorrelatorStats {
 
 #[derive(Debug)]
 struct AggregateRecord {
-    local_keys: IndexSet<Key>,
+    local_keys: LocalKeys,
     last_timestamp: Time,
+}
+
+/// The set of distinct local keys (messages) seen for one aggregate key, in insertion order.
+/// A plain vector while small (the default threshold is 10), a hashed set beyond that.
+#[derive(Debug)]
+enum LocalKeys {
+    Small(Vec<Key>),
+    Large(IndexSet<Key>),
+}
+
+const SMALL_SET: usize = 32;
+
+impl LocalKeys {
+    fn new(first: &[u8]) -> Self {
+        LocalKeys::Small(vec![first.into()])
+    }
+    fn clear(&mut self) {
+        *self = LocalKeys::Small(Vec::new());
+    }
+    fn insert(&mut self, key: &[u8]) {
+        match self {
+            LocalKeys::Small(v) => {
+                if v.iter().any(|k| **k == *key) {
+                    return;
+                }
+                if v.len() < SMALL_SET {
+                    v.push(key.into());
+                } else {
+                    let mut set: IndexSet<Key> = v.drain(..).collect();
+                    set.insert(key.into());
+                    *self = LocalKeys::Large(set);
+                }
+            }
+            LocalKeys::Large(s) => {
+                if !s.contains(key) {
+                    s.insert(key.into());
+                }
+            }
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            LocalKeys::Small(v) => v.len(),
+            LocalKeys::Large(s) => s.len(),
+        }
+    }
+    fn pop(&mut self, which: AggregatePop) {
+        match (self, which) {
+            (LocalKeys::Small(v), AggregatePop::Oldest) if !v.is_empty() => {
+                v.remove(0);
+            }
+            (LocalKeys::Small(v), AggregatePop::Newest) => {
+                v.pop();
+            }
+            (LocalKeys::Large(s), AggregatePop::Oldest) => {
+                s.shift_remove_index(0);
+            }
+            (LocalKeys::Large(s), AggregatePop::Newest) => {
+                s.pop();
+            }
+            _ => {}
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -208,15 +271,25 @@ impl Correlator {
     pub fn update_state(&mut self, stored: &Event) {
         self.kb_full.clear();
         event_key(stored, &mut self.kb_full);
-        let obs = Observation {
-            count: stored.count as i64 as u64,
-            first_timestamp: stored.first_timestamp,
-            name: stored.metadata.name.clone(),
-            resource_version: stored.metadata.resource_version.clone(),
-        };
+        let count = stored.count as i64 as u64;
         match self.observations.get_mut(self.kb_full.as_bytes()) {
-            Some(slot) => *slot = obs,
-            None => self.observations.insert(self.kb_full.as_bytes(), obs),
+            // Usually a hit (correlate just stored this key): reuse the strings' buffers.
+            Some(slot) => {
+                slot.count = count;
+                slot.first_timestamp = stored.first_timestamp;
+                slot.name.clone_from(&stored.metadata.name);
+                slot.resource_version
+                    .clone_from(&stored.metadata.resource_version);
+            }
+            None => self.observations.insert(
+                self.kb_full.as_bytes(),
+                Observation {
+                    count,
+                    first_timestamp: stored.first_timestamp,
+                    name: stored.metadata.name.clone(),
+                    resource_version: stored.metadata.resource_version.clone(),
+                },
+            ),
         }
     }
 
@@ -254,19 +327,15 @@ impl Correlator {
                 if now.nanos_since(record.last_timestamp) > max_interval {
                     record.local_keys.clear();
                 }
-                if !record.local_keys.contains(local) {
-                    record.local_keys.insert(local.into());
-                }
+                record.local_keys.insert(local);
                 record.last_timestamp = now;
                 record.local_keys.len()
             }
             None => {
-                let mut local_keys = IndexSet::with_capacity(4);
-                local_keys.insert(local.into());
                 self.aggregates.insert(
                     self.kb_agg.as_bytes(),
                     AggregateRecord {
-                        local_keys,
+                        local_keys: LocalKeys::new(local),
                         last_timestamp: now,
                     },
                 );
@@ -278,10 +347,7 @@ impl Correlator {
         }
         // Keep the set below the threshold, deterministically (client-go: PopAny).
         if let Some(record) = self.aggregates.get_mut(self.kb_agg.as_bytes()) {
-            match self.pop {
-                AggregatePop::Oldest => record.local_keys.shift_remove_index(0),
-                AggregatePop::Newest => record.local_keys.pop(),
-            };
+            record.local_keys.pop(self.pop);
         }
         let message = match &self.message_fn {
             Some(f) => f(&event),

@@ -1,0 +1,131 @@
+//! The messages watchers receive.
+
+use std::sync::Arc;
+
+use actix::Message;
+use kevents_core::Event;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// One recorded event, as the broadcaster fans it out.
+///
+/// The enum is `#[non_exhaustive]` so that a second event API (events.k8s.io/v1) can add a
+/// variant without breaking watchers: a watcher that only understands core/v1 events matches
+/// [`Recorded::Core`] and ignores the rest.
+///
+/// ```
+/// use kevents_actors::Recorded;
+/// use kevents_core::Event;
+/// let r = Recorded::Core(Event::default());
+/// assert!(r.core().is_some());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recorded {
+    /// A core/v1 `Event` built by the recorder (client-go `tools/record`).
+    Core(Event),
+}
+
+impl Recorded {
+    /// The core/v1 event, if this is one.
+    pub fn core(&self) -> Option<&Event> {
+        match self {
+            Recorded::Core(e) => Some(e),
+        }
+    }
+}
+
+/// Holds one slot of a watcher's bounded queue. The slot is given back when this value is
+/// dropped, so a watcher that finishes its work asynchronously (like the sink chain) can keep
+/// the slot until the work is done: the watcher's capacity then bounds everything it has
+/// accepted and not finished.
+///
+/// ```
+/// use kevents_actors::DeliverySlot;
+/// let slot = DeliverySlot::detached();
+/// drop(slot); // gives nothing back: it was not taken from a queue
+/// ```
+#[derive(Debug)]
+pub struct DeliverySlot {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl DeliverySlot {
+    pub(crate) fn new(permit: OwnedSemaphorePermit) -> Self {
+        DeliverySlot {
+            _permit: Some(permit),
+        }
+    }
+
+    /// A slot that belongs to no queue (for messages built by hand, e.g. in tests).
+    pub fn detached() -> Self {
+        DeliverySlot { _permit: None }
+    }
+}
+
+/// What every watcher receives: one event, in intake order, with its sequence number.
+///
+/// The message occupies one slot of the watcher's queue until it is dropped (normally at the
+/// end of the handler). A handler that wants to keep the event longer should keep
+/// [`EventMessage::record`] (an `Arc`) and let the message go.
+///
+/// ```
+/// use actix::prelude::*;
+/// use kevents_actors::EventMessage;
+///
+/// /// A watcher that counts Warnings.
+/// #[derive(Default)]
+/// struct Warnings(u64);
+/// impl Actor for Warnings { type Context = Context<Self>; }
+/// impl Handler<EventMessage> for Warnings {
+///     type Result = ();
+///     fn handle(&mut self, msg: EventMessage, _: &mut Context<Self>) {
+///         if msg.event().is_some_and(|e| e.type_ == "Warning") {
+///             self.0 += 1;
+///         }
+///     }
+/// }
+/// ```
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct EventMessage {
+    seq: u64,
+    record: Arc<Recorded>,
+    slot: DeliverySlot,
+}
+
+impl EventMessage {
+    /// A message outside any pipeline (for unit tests of watcher actors).
+    pub fn new(seq: u64, record: Recorded) -> Self {
+        EventMessage {
+            seq,
+            record: Arc::new(record),
+            slot: DeliverySlot::detached(),
+        }
+    }
+
+    pub(crate) fn with_slot(seq: u64, record: Arc<Recorded>, slot: DeliverySlot) -> Self {
+        EventMessage { seq, record, slot }
+    }
+
+    /// Position in intake order (0 for the first event the broadcaster distributed). Every
+    /// watcher sees increasing sequence numbers; gaps mean events dropped for this watcher
+    /// (drop-if-full) or distributed before it was registered.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The recorded event, shared with every other watcher.
+    pub fn record(&self) -> &Arc<Recorded> {
+        &self.record
+    }
+
+    /// The core/v1 event, if this is one.
+    pub fn event(&self) -> Option<&Event> {
+        self.record.core()
+    }
+
+    /// Splits the message into the event and the queue slot it holds.
+    pub fn into_parts(self) -> (Arc<Recorded>, DeliverySlot) {
+        (self.record, self.slot)
+    }
+}

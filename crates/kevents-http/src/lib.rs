@@ -1,0 +1,40 @@
+//! The HTTP side of kevents: [`HttpSink`], an [`EventSink`](kevents_core::EventSink) that
+//! writes core/v1 Events to a Kubernetes apiserver exactly as client-go's `EventSinkImpl`
+//! does, over `reqwest` with rustls (crypto provider `ring`).
+//!
+//! Configuration comes from a kubeconfig or the in-cluster service account (both loaded by
+//! `kube`'s config module, feature `config` only) or is built by hand ([`HttpConfig`]).
+//! See `docs/http.md` for TLS, authentication, the security guarantees and how errors are
+//! classified.
+//!
+//! `kube`'s config module depends on `k8s-openapi`, which needs exactly one Kubernetes
+//! version feature enabled in the final build. This library enables none: a binary that
+//! uses it adds `k8s-openapi = { version = "0.29", default-features = false, features =
+//! ["latest"] }` to its own dependencies.
+//!
+//! ```no_run
+//! use kevents_core::{write_event, Event};
+//! use kevents_http::{HttpConfig, HttpSink};
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let sink = HttpSink::new(HttpConfig::infer().await?)?;
+//! let mut event = Event::default();
+//! event.metadata.name = "web-1.17a0c2b5d9e5f3a1".into();
+//! event.metadata.namespace = "default".into();
+//! event.involved_object.namespace = "default".into();
+//! event.count = 1;
+//! let outcome = write_event(&sink, &mut event, None).await;
+//! match outcome.result {
+//!     Ok(stored) => println!("{} stored", stored.metadata.name),
+//!     Err(e) => println!("{e}: {:?}", e.disposition()),
+//! }
+//! # Ok(()) }
+//! ```
+
+mod auth;
+pub mod config;
+mod sink;
+mod tls;
+
+pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
+pub use secrecy;
+pub use sink::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
