@@ -18,6 +18,7 @@
 //! ```
 
 pub mod correlator;
+pub mod events;
 pub mod json;
 pub mod make;
 pub mod memory;
@@ -31,6 +32,10 @@ pub mod time;
 pub mod workload;
 
 pub use correlator::{Correlated, Correlator, CorrelatorOptions};
+pub use events::{
+    Event as EventV1, EventFactoryV1, EventsV1Sink, InvalidEventV1, OccurrenceV1, SeriesCache,
+    SeriesOptions,
+};
 pub use make::{EventFactory, InvalidEvent, Naming, Occurrence};
 pub use memory::MemoryApiServer;
 pub use model::{Event, EventSeries, EventSource, EventType, ObjectMeta, ObjectReference};

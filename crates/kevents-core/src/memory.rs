@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
+use crate::events::{self, ClusterScopedRule, EventsV1Sink, V1SinkFuture};
 use crate::model::Event;
 use crate::sink::{EventSink, SinkError, SinkFuture, Status, StatusDetails};
 
@@ -167,6 +168,121 @@ impl EventSink for MemoryApiServer {
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         let r = self.patch_now(&event.metadata.namespace, &event.metadata.name, patch);
+        Box::pin(async move { r })
+    }
+}
+
+/// `events.k8s.io/v1`: the same store seen through the other API, as on a real apiserver
+/// (both APIs share one storage, reference A23/E13). Creates get the strict validation of a
+/// current server (F2, F4, F5, F6: 422 Invalid); patches are strategic merges (maps merged
+/// recursively, `null` deletes) validated as updates (F7, series count at least 2); a patch
+/// of a missing event is a 404.
+impl MemoryApiServer {
+    /// Creates an `events.k8s.io/v1` event, as `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
+    ///
+    /// ```
+    /// use kevents_core::events::Event;
+    /// use kevents_core::MemoryApiServer;
+    /// let api = MemoryApiServer::new();
+    /// let err = api.create_v1_now(&Event::default()).unwrap_err();
+    /// assert_eq!(err.code(), Some(422));
+    /// ```
+    pub fn create_v1_now(&self, event: &events::Event) -> Result<events::Event, SinkError> {
+        if let Err(e) = events::validate_create(event, ClusterScopedRule::DefaultOrKubeSystem) {
+            return Err(status(422, "Invalid", e.to_string(), &event.metadata.name));
+        }
+        self.create_now(&Event::from(event.clone()))
+            .map(events::Event::from)
+    }
+
+    /// Applies a strategic-merge patch to an `events.k8s.io/v1` event, as
+    /// `PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}`.
+    pub fn patch_v1_now(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &[u8],
+    ) -> Result<events::Event, SinkError> {
+        let mut s = self.lock();
+        let key = (namespace.to_owned(), name.to_owned());
+        let Some(current) = s.events.get(&key) else {
+            return Err(status(
+                404,
+                "NotFound",
+                format!("events.events.k8s.io \"{name}\" not found"),
+                name,
+            ));
+        };
+        let old = events::Event::from(current.clone());
+        let bad = |m: String| status(400, "BadRequest", m, name);
+        let changes = serde_json::from_slice::<Value>(patch).map_err(|e| bad(e.to_string()))?;
+        if !changes.is_object() {
+            return Err(bad("patch is not a JSON object".into()));
+        }
+        let mut doc = serde_json::to_value(&old).map_err(|e| bad(e.to_string()))?;
+        merge_json(&mut doc, changes);
+        let mut updated: events::Event =
+            serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
+        updated.metadata.name = old.metadata.name.clone();
+        updated.metadata.namespace = old.metadata.namespace.clone();
+        if let Err(e) = events::validate_update(&old, &updated) {
+            return Err(status(422, "Invalid", e.to_string(), name));
+        }
+        s.resource_version += 1;
+        s.patches += 1;
+        updated.metadata.resource_version = s.resource_version.to_string();
+        s.events.insert(key, Event::from(updated.clone()));
+        Ok(updated)
+    }
+
+    /// Performs a series-cache write now: CREATE or PATCH.
+    pub fn send_v1_now(&self, write: &events::Write) -> Result<events::Event, SinkError> {
+        match write {
+            events::Write::Create { event, .. } => self.create_v1_now(event),
+            events::Write::Patch { event, patch, .. } => {
+                self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
+            }
+        }
+    }
+
+    /// The stored event seen through `events.k8s.io/v1`, if any.
+    pub fn get_v1(&self, namespace: &str, name: &str) -> Option<events::Event> {
+        self.get(namespace, name).map(events::Event::from)
+    }
+
+    /// Every stored event seen through `events.k8s.io/v1`, ordered by namespace and name.
+    pub fn list_v1(&self) -> Vec<events::Event> {
+        self.list().into_iter().map(events::Event::from).collect()
+    }
+}
+
+/// Strategic merge of a patch without lists: objects merged key by key recursively, `null`
+/// deletes, anything else replaces.
+fn merge_json(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else if let Some(existing) = t.get_mut(&k) {
+                    merge_json(existing, v);
+                } else {
+                    t.insert(k, v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+impl EventsV1Sink for MemoryApiServer {
+    fn create_v1(&self, event: &events::Event) -> V1SinkFuture {
+        let r = self.create_v1_now(event);
+        Box::pin(async move { r })
+    }
+
+    fn patch_v1(&self, event: &events::Event, patch: &[u8]) -> V1SinkFuture {
+        let r = self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch);
         Box::pin(async move { r })
     }
 }

@@ -1,6 +1,8 @@
 //! The `events.k8s.io/v1` `Event` as the apiserver sees it on the wire, the series patch, and
 //! the field mapping to and from the core/v1 `Event` (reference E13).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::{self, EventSource, ObjectMeta, ObjectReference, serde_time};
@@ -75,12 +77,12 @@ impl EventSeries {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Event {
-    /// Always `Event`.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// Always `Event` (borrowed, so building an event does not allocate it).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub kind: Cow<'static, str>,
     /// Always `events.k8s.io/v1`.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub api_version: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub api_version: Cow<'static, str>,
     /// Name, namespace, resourceVersion, annotations.
     pub metadata: ObjectMeta,
     /// When the event was first observed (`MicroTime`); required by the server.
@@ -132,8 +134,8 @@ fn is_zero(v: &i32) -> bool {
 impl Default for Event {
     fn default() -> Self {
         Event {
-            kind: "Event".to_owned(),
-            api_version: API_VERSION.to_owned(),
+            kind: Cow::Borrowed("Event"),
+            api_version: Cow::Borrowed(API_VERSION),
             metadata: ObjectMeta::default(),
             event_time: None,
             series: None,
@@ -196,8 +198,8 @@ pub fn series_patch(series: &EventSeries) -> Vec<u8> {
 impl From<model::Event> for Event {
     fn from(e: model::Event) -> Self {
         Event {
-            kind: "Event".to_owned(),
-            api_version: API_VERSION.to_owned(),
+            kind: Cow::Borrowed("Event"),
+            api_version: Cow::Borrowed(API_VERSION),
             metadata: e.metadata,
             event_time: e.event_time,
             series: e.series.map(|s| EventSeries {
@@ -234,8 +236,8 @@ impl From<model::Event> for Event {
 impl From<Event> for model::Event {
     fn from(e: Event) -> Self {
         model::Event {
-            kind: "Event".to_owned(),
-            api_version: "v1".to_owned(),
+            kind: Cow::Borrowed("Event"),
+            api_version: Cow::Borrowed("v1"),
             metadata: e.metadata,
             involved_object: e.regarding,
             reason: e.reason,

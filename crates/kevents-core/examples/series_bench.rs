@@ -1,0 +1,102 @@
+//! Cost of `SeriesCache::observe` and memory with many open series.
+//!
+//! `cargo run --release -p kevents-core --example series_bench [open_series] [repeats]`
+//!
+//! Opens `open_series` series (2 occurrences each: CREATE + series-start PATCH), then
+//! observes `repeats` further occurrences spread over all of them (counted in memory, the
+//! hot path), then runs a heartbeat pass, then flushes. Prints ns per operation and the
+//! peak RSS.
+
+use std::time::{Duration, Instant};
+
+use kevents_core::events::{EventFactoryV1, OccurrenceV1, Reporter, SeriesCache, SeriesOptions};
+use kevents_core::workload::peak_rss_bytes;
+use kevents_core::{EventType, ObjectReference, Time};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let repeats: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let rss_start = peak_rss_bytes().unwrap_or(0);
+
+    let factory = EventFactoryV1::new(Reporter::with_instance(
+        "example.com/bench-controller",
+        "bench-controller-node-1",
+    ));
+    let t0 = Time::parse_rfc3339("2021-01-01T00:00:00Z").unwrap_or(Time::UNIX_EPOCH);
+    let events: Vec<_> = (0..n)
+        .filter_map(|i| {
+            let mut pod = ObjectReference::new("v1", "Pod", "bench", format!("pod-{i}"));
+            pod.uid = format!("uid-{i}");
+            let occ = OccurrenceV1::new(
+                pod,
+                None,
+                EventType::Warning,
+                "FailedScheduling",
+                "Scheduling",
+                format!("0/100 nodes are available: pod-{i} does not fit"),
+            );
+            factory.make(t0, occ).ok()
+        })
+        .collect();
+    let rss_events = peak_rss_bytes().unwrap_or(0);
+
+    let mut cache = SeriesCache::new(SeriesOptions {
+        max_entries: n.max(1),
+        ..Default::default()
+    });
+    let mut writes = 0usize;
+    let start = Instant::now();
+    for round in 0..2u64 {
+        let now = t0.saturating_add(Duration::from_millis(round));
+        for e in &events {
+            writes += cache.observe(e.clone(), now).into_iter().count();
+        }
+    }
+    let open = start.elapsed();
+    let rss_open = peak_rss_bytes().unwrap_or(0);
+
+    let start = Instant::now();
+    let mut counted = 0usize;
+    for i in 0..repeats {
+        let now = t0.saturating_add(Duration::from_micros(i as u64));
+        let e = events[i % events.len()].clone();
+        counted += usize::from(cache.observe(e, now).write.is_none());
+    }
+    let hot = start.elapsed();
+
+    let start = Instant::now();
+    let heartbeats = cache
+        .tick(t0.saturating_add(Duration::from_secs(1800)))
+        .len();
+    let tick = start.elapsed();
+    let start = Instant::now();
+    let flushed = cache.flush().len();
+    let flush = start.elapsed();
+    let rss_end = peak_rss_bytes().unwrap_or(0);
+
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!("open series:            {n}");
+    println!(
+        "open (2 observe/series): {:>8.0} ns/observe  ({writes} writes)",
+        open.as_nanos() as f64 / (2 * n) as f64
+    );
+    println!(
+        "repeat (in memory):      {:>8.0} ns/observe  ({counted} of {repeats} counted, incl. event clone)",
+        hot.as_nanos() as f64 / repeats as f64
+    );
+    println!("heartbeat tick:          {tick:?} for {heartbeats} series");
+    println!("flush:                   {flush:?} for {flushed} series");
+    println!(
+        "peak RSS: start {:.1} MiB, events built {:.1} MiB, {n} series open {:.1} MiB (+{:.1} MiB, {:.0} B/series), end {:.1} MiB",
+        mib(rss_start),
+        mib(rss_events),
+        mib(rss_open),
+        mib(rss_open.saturating_sub(rss_events)),
+        rss_open.saturating_sub(rss_events) as f64 / n as f64,
+        mib(rss_end)
+    );
+}
