@@ -80,10 +80,10 @@ pub fn is_qualified_name(s: &str) -> bool {
         Some((p, n)) => (Some(p), n),
         None => (None, s),
     };
-    if let Some(p) = prefix {
-        if !is_dns1123_subdomain(p) {
-            return false;
-        }
+    if let Some(p) = prefix
+        && !is_dns1123_subdomain(p)
+    {
+        return false;
     }
     let b = name.as_bytes();
     !b.is_empty()

@@ -142,14 +142,14 @@ impl Replayer {
     /// Replays one parsed line.
     pub fn replay(&mut self, line: TraceLine) -> Result<Value, ReplayError> {
         let n = self.line + 1;
-        if let Some(previous) = self.last_time {
-            if line.time < previous {
-                return Err(ReplayError::TimeWentBack {
-                    line: n,
-                    time: line.time,
-                    previous,
-                });
-            }
+        if let Some(previous) = self.last_time
+            && line.time < previous
+        {
+            return Err(ReplayError::TimeWentBack {
+                line: n,
+                time: line.time,
+                previous,
+            });
         }
         if line.delete.is_none() && line.object.is_none() {
             return Err(ReplayError::Shape(n));

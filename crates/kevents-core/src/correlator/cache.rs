@@ -36,10 +36,10 @@ impl<V> BoundedCache<V> {
     pub(crate) fn insert(&mut self, key: &[u8], value: V) {
         match self.inner.as_mut() {
             Some(c) => {
-                if let Some((old, _)) = c.push(key.into(), value) {
-                    if *old != *key {
-                        self.evictions += 1;
-                    }
+                if let Some((old, _)) = c.push(key.into(), value)
+                    && *old != *key
+                {
+                    self.evictions += 1;
                 }
             }
             None => self.evictions += 1,

@@ -47,7 +47,7 @@ impl SpamFilter {
     pub(crate) fn new(burst: i32, qps: f32, lru_size: i64) -> Self {
         let policy = if burst < 1 {
             Policy::RejectAll
-        } else if !(qps > 0.0) || qps.is_infinite() {
+        } else if qps.is_nan() || qps <= 0.0 || qps.is_infinite() {
             // NaN falls here too: x/time/rate with a NaN limit never refuses a full bucket
             // refill either, and "allow" is the harmless choice.
             Policy::AllowAll
