@@ -240,8 +240,9 @@ impl Correlator {
     /// filter.
     pub fn correlate(&mut self, event: Event) -> Correlated {
         self.stats.correlated += 1;
-        let (event, use_aggregate_key) = self.aggregate(event);
-        let (event, patch) = self.observe(event, use_aggregate_key);
+        let mut event = event;
+        let use_aggregate_key = self.aggregate(&mut event);
+        let patch = self.observe(&mut event, use_aggregate_key);
         self.kb_spam.clear();
         match &self.spam_key_fn {
             Some(f) => f(&event, &mut self.kb_spam),
@@ -310,9 +311,10 @@ impl Correlator {
         }
     }
 
-    /// Step 1: returns the event to observe and whether it is an aggregate (keyed by the
-    /// aggregate key) rather than the occurrence (keyed by its full key).
-    fn aggregate(&mut self, event: Event) -> (Event, bool) {
+    /// Step 1: replaces the occurrence by the aggregate event when aggregation triggers, and
+    /// returns whether it did (the event is then keyed by the aggregate key, not its full
+    /// key). Works in place: an `Event` is large, and moving it through the stages costs.
+    fn aggregate(&mut self, event: &mut Event) -> bool {
         let now = self.clock.now();
         self.kb_agg.clear();
         self.kb_local.clear();
@@ -343,37 +345,43 @@ impl Correlator {
             }
         };
         if (len as u64) < self.max_events {
-            return (event, false);
+            return false;
         }
         // Keep the set below the threshold, deterministically (client-go: PopAny).
         if let Some(record) = self.aggregates.get_mut(self.kb_agg.as_bytes()) {
             record.local_keys.pop(self.pop);
         }
         let message = match &self.message_fn {
-            Some(f) => f(&event),
-            None => aggregate_message(&event),
+            Some(f) => f(event),
+            None => aggregate_message(event),
         };
-        let mut agg = Event::default();
-        agg.metadata.name = name::event_name(&event.involved_object.name, now);
-        agg.metadata.namespace = event.metadata.namespace;
-        agg.count = 1;
-        agg.first_timestamp = Some(now);
-        agg.last_timestamp = Some(now);
-        agg.involved_object = event.involved_object;
-        agg.message = message;
-        agg.type_ = event.type_;
-        agg.reason = event.reason;
-        agg.source = event.source;
-        (agg, true)
+        let trigger = std::mem::take(event);
+        *event = Event {
+            metadata: crate::model::ObjectMeta {
+                name: name::event_name(&trigger.involved_object.name, now),
+                namespace: trigger.metadata.namespace,
+                ..Default::default()
+            },
+            count: 1,
+            first_timestamp: Some(now),
+            last_timestamp: Some(now),
+            involved_object: trigger.involved_object,
+            message,
+            type_: trigger.type_,
+            reason: trigger.reason,
+            source: trigger.source,
+            ..Default::default()
+        };
+        true
     }
 
     /// Step 2: applies the last observation under the chosen key and records this one.
-    fn observe(&mut self, mut event: Event, use_aggregate_key: bool) -> (Event, Option<Vec<u8>>) {
+    fn observe(&mut self, event: &mut Event, use_aggregate_key: bool) -> Option<Vec<u8>> {
         let key: &[u8] = if use_aggregate_key {
             self.kb_agg.as_bytes()
         } else {
             self.kb_full.clear();
-            event_key(&event, &mut self.kb_full);
+            event_key(event, &mut self.kb_full);
             self.kb_full.as_bytes()
         };
         let mut patch = None;
@@ -387,7 +395,7 @@ impl Correlator {
                         .clone_from(&last.resource_version);
                     event.first_timestamp = last.first_timestamp;
                     event.count = (last.count as u32 as i32).wrapping_add(1);
-                    patch = Some(observation_patch(&event));
+                    patch = Some(observation_patch(event));
                 }
                 last.count = event.count as i64 as u64;
                 last.first_timestamp = event.first_timestamp;
@@ -405,7 +413,7 @@ impl Correlator {
                 self.observations.insert(key, obs);
             }
         }
-        (event, patch)
+        patch
     }
 }
 
