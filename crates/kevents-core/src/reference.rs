@@ -43,12 +43,6 @@ impl Reference for ObjectReference {
     }
 }
 
-impl<T: Reference + ?Sized> Reference for &T {
-    fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
-        (**self).object_reference()
-    }
-}
-
 #[cfg(feature = "kube")]
 mod kube_impl {
     use super::*;

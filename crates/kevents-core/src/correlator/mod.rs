@@ -319,8 +319,8 @@ impl Correlator {
         self.kb_agg.clear();
         self.kb_local.clear();
         match &self.key_fn {
-            Some(f) => f(&event, &mut self.kb_agg, &mut self.kb_local),
-            None => aggregate_by_reason(&event, &mut self.kb_agg, &mut self.kb_local),
+            Some(f) => f(event, &mut self.kb_agg, &mut self.kb_local),
+            None => aggregate_by_reason(event, &mut self.kb_agg, &mut self.kb_local),
         }
         let max_interval = self.max_interval_nanos;
         let local = self.kb_local.as_bytes();
