@@ -1,2 +1,48 @@
-//! kevents facade
+//! # kevents
+//!
+//! Kubernetes Event recording for Rust, the way client-go's `tools/record` does it (same
+//! names, same aggregation, same spam filter, same patches), as an actix actor pipeline
+//! that never blocks the caller, counts every drop, retries transient apiserver failures
+//! and flushes on shutdown.
+//!
+//! This crate is the facade: it re-exports the pipeline ([`kevents_actors`]), the pure core
+//! ([`core`]), the HTTP sink ([`http`], feature `http`, on by default) and, with the `sim`
+//! feature, the apiserver simulator ([`sim`]).
+//!
+//! ```
+//! use kevents::{EventSource, EventType, MemoryApiServer, ObjectReference, Pipeline, SinkOptions};
+//! use std::time::Duration;
+//!
+//! # actix::System::new().block_on(async {
+//! let api = MemoryApiServer::new(); // an HttpSink in production
+//! let pipeline = Pipeline::builder(EventSource::new("my-controller", "node-1"))
+//!     .sink("apiserver", api.clone(), SinkOptions::default())
+//!     .start();
+//! let recorder = pipeline.recorder(); // Clone + Send + Sync; never blocks
+//! let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+//! recorder.event(&pod, EventType::Warning, "BackOff", "Back-off restarting failed container")?;
+//! let report = pipeline.shutdown(Duration::from_secs(5)).await;
+//! assert_eq!(report.delivered(), 1);
+//! assert_eq!(api.list().len(), 1);
+//! # Ok::<(), kevents::RecordError>(())
+//! # }).unwrap();
+//! ```
+
+pub use kevents_actors::*;
 pub use kevents_core as core;
+pub use kevents_core::{
+    Clock, Event, EventFactory, EventSink, EventSource, EventType, InvalidEvent, MemoryApiServer,
+    ObjectReference, Occurrence, Reference, ReferenceError, SinkError, SystemClock, Time,
+    VirtualClock,
+};
+
+/// The apiserver sink and its configuration (kubeconfig, in-cluster, explicit).
+#[cfg(feature = "http")]
+pub use kevents_http as http;
+
+/// The in-process apiserver simulator.
+#[cfg(feature = "sim")]
+pub use kevents_sim as sim;
+
+/// actix, re-exported so the version always matches the pipeline's.
+pub use actix;

@@ -121,6 +121,7 @@ pub(crate) struct IntakeStats {
     pub(crate) intake_full: Counter,
     pub(crate) after_shutdown: Counter,
     pub(crate) received: AtomicU64,
+    pub(crate) made_invalid: AtomicU64,
     pub(crate) broadcast: Counter,
     pub(crate) intake_full_log: DropLog,
     pub(crate) intake_depth: metrics::Gauge,
@@ -130,7 +131,9 @@ impl IntakeStats {
     fn new() -> Self {
         IntakeStats {
             recorded: Counter::new(metrics::counter!("kevents_recorded_total")),
-            invalid: Counter::new(metrics::counter!("kevents_dropped_total", "reason" => "invalid")),
+            invalid: Counter::new(
+                metrics::counter!("kevents_dropped_total", "reason" => "invalid"),
+            ),
             intake_full: Counter::new(
                 metrics::counter!("kevents_dropped_total", "reason" => "intake_full"),
             ),
@@ -138,6 +141,7 @@ impl IntakeStats {
                 metrics::counter!("kevents_dropped_total", "reason" => "after_shutdown"),
             ),
             received: AtomicU64::new(0),
+            made_invalid: AtomicU64::new(0),
             broadcast: Counter::new(metrics::counter!("kevents_broadcast_total")),
             intake_full_log: DropLog::new("intake full"),
             intake_depth: metrics::gauge!("kevents_queue_depth", "queue" => "intake"),
@@ -171,7 +175,9 @@ impl WatcherStats {
         WatcherStats {
             name: name.to_owned(),
             policy,
-            accepted: Counter::new(metrics::counter!("kevents_watcher_accepted_total", "watcher" => n.clone())),
+            accepted: Counter::new(
+                metrics::counter!("kevents_watcher_accepted_total", "watcher" => n.clone()),
+            ),
             dropped_full: Counter::new(
                 metrics::counter!("kevents_watcher_dropped_total", "watcher" => n.clone(), "reason" => "full"),
             ),
@@ -225,10 +231,14 @@ impl SinkStats {
     pub(crate) fn new(name: &str) -> Self {
         let n = name.to_owned();
         let ev = |o: &'static str| {
-            Counter::new(metrics::counter!("kevents_sink_events_total", "sink" => n.clone(), "outcome" => o))
+            Counter::new(
+                metrics::counter!("kevents_sink_events_total", "sink" => n.clone(), "outcome" => o),
+            )
         };
         let wr = |o: &'static str| {
-            Counter::new(metrics::counter!("kevents_sink_writes_total", "sink" => n.clone(), "outcome" => o))
+            Counter::new(
+                metrics::counter!("kevents_sink_writes_total", "sink" => n.clone(), "outcome" => o),
+            )
         };
         SinkStats {
             name: n.clone(),
@@ -241,8 +251,12 @@ impl SinkStats {
             rejected: wr("rejected"),
             retry_exhausted: wr("retry_exhausted"),
             abandoned: wr("abandoned"),
-            attempts: Counter::new(metrics::counter!("kevents_sink_attempts_total", "sink" => n.clone())),
-            restarts: Counter::new(metrics::counter!("kevents_sink_restarts_total", "sink" => n.clone())),
+            attempts: Counter::new(
+                metrics::counter!("kevents_sink_attempts_total", "sink" => n.clone()),
+            ),
+            restarts: Counter::new(
+                metrics::counter!("kevents_sink_restarts_total", "sink" => n.clone()),
+            ),
             queued: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             depth_gauge: metrics::gauge!("kevents_queue_depth", "queue" => format!("sink:{n}")),

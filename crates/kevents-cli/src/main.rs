@@ -2,6 +2,7 @@
 //! and run the demo pipeline.
 
 mod bench_correlator;
+mod bench_pipeline;
 mod replay_cmd;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,8 @@ enum Command {
 enum BenchCommand {
     /// The correlator alone, one thread, virtual clock advancing 1 ms per occurrence.
     Correlator(bench_correlator::CorrelatorArgs),
+    /// The whole pipeline: recorder -> broadcaster -> correlator -> a counting sink.
+    Pipeline(bench_pipeline::PipelineArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -40,6 +43,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
+        Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

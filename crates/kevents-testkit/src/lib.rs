@@ -1,1 +1,334 @@
-//! placeholder
+//! Test harness for kevents against apiservers: a real kube-apiserver v1.20.2 + etcd
+//! ([`RealApiserver`], started by `scripts/apiserver/start.sh`), the in-process simulator,
+//! and one conformance suite ([`conformance`]) that runs the same scenarios against both
+//! through a [`Target`].
+//!
+//! When the kube-apiserver binary is not provisioned, [`RealApiserver::start`] prints why
+//! the real-apiserver tests skip and returns `Ok(None)`, except in CI (`CI` set to anything
+//! but `false`/`0`) or with `KEVENTS_REQUIRE_APISERVER=1`, where it is an error.
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use kevents_testkit::{Target, conformance};
+//! let sim = Target::simulator().await?;
+//! conformance::run_all(&sim).await?;
+//! if let Some(real) = Target::real().await? {
+//!     conformance::run_all(&real).await?;
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod conformance;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kevents_http::{HttpConfig, HttpSink};
+use kevents_sim::{SimConfig, SimHandle, Simulator};
+use thiserror::Error;
+
+/// Why the harness failed.
+#[derive(Debug, Error)]
+pub enum TestkitError {
+    /// The real apiserver is required here (CI) but not provisioned.
+    #[error(
+        "real kube-apiserver required (CI or KEVENTS_REQUIRE_APISERVER=1) but not provisioned: {0} is missing; run scripts/apiserver/provision.sh"
+    )]
+    NotProvisioned(PathBuf),
+    /// `start.sh` failed.
+    #[error("scripts/apiserver/start.sh failed ({status}): {stderr}")]
+    Start {
+        /// Exit status.
+        status: String,
+        /// Its standard error (tail).
+        stderr: String,
+    },
+    /// `start.sh` did not write a usable `env` file.
+    #[error("start.sh wrote no {0} to its env file")]
+    Env(&'static str),
+    /// An IO error (temporary directory, running a script, reading a file).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The simulator did not start.
+    #[error(transparent)]
+    Sim(#[from] kevents_sim::SimError),
+    /// An `HttpSink` could not be built.
+    #[error(transparent)]
+    Config(#[from] kevents_http::ConfigError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestkitError {
+    let what = what.into();
+    move |source| TestkitError::Io { what, source }
+}
+
+/// Whether the real apiserver must be present: `CI` set (and not `false`/`0`) or
+/// `KEVENTS_REQUIRE_APISERVER=1`.
+///
+/// ```
+/// let _must = kevents_testkit::apiserver_required();
+/// ```
+pub fn apiserver_required() -> bool {
+    let ci = std::env::var("CI")
+        .map(|v| !v.is_empty() && v != "false" && v != "0")
+        .unwrap_or(false);
+    ci || std::env::var("KEVENTS_REQUIRE_APISERVER").is_ok_and(|v| v == "1")
+}
+
+/// The repository's `scripts/apiserver` directory (override: `KEVENTS_APISERVER_SCRIPTS`).
+///
+/// ```
+/// assert!(kevents_testkit::scripts_dir().ends_with("scripts/apiserver"));
+/// ```
+pub fn scripts_dir() -> PathBuf {
+    match std::env::var_os("KEVENTS_APISERVER_SCRIPTS") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/apiserver"),
+    }
+}
+
+/// Where `start.sh` looks for kube-apiserver (`KEVENTS_KUBE_APISERVER`, else
+/// `${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver`).
+///
+/// ```
+/// assert!(kevents_testkit::apiserver_binary().ends_with("kube-apiserver"));
+/// ```
+pub fn apiserver_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("KEVENTS_KUBE_APISERVER") {
+        return PathBuf::from(p);
+    }
+    let cache = std::env::var_os("KEVENTS_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/kevents"));
+    cache.join("bin/kube-apiserver")
+}
+
+/// A running etcd + kube-apiserver v1.20.2 on loopback, stopped (by `stop.sh`, which signals
+/// exactly the recorded process ids) when dropped.
+#[derive(Debug)]
+pub struct RealApiserver {
+    dir: tempfile::TempDir,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+    /// The serving certificate bundle to trust.
+    pub ca_file: PathBuf,
+    /// Bearer token in group `system:masters`.
+    pub admin_token: String,
+    /// Bearer token of user `nobody`, without any RBAC rights.
+    pub nobody_token: String,
+    /// kubeconfig for the admin token.
+    pub admin_kubeconfig: PathBuf,
+    /// kubeconfig for the nobody token.
+    pub nobody_kubeconfig: PathBuf,
+    stopped: bool,
+}
+
+impl RealApiserver {
+    /// Starts one (blocking, 2-10 s). `Ok(None)`: not provisioned and not required, after
+    /// printing why the caller skips.
+    pub fn start() -> Result<Option<Self>, TestkitError> {
+        let bin = apiserver_binary();
+        if !bin.exists() {
+            if apiserver_required() {
+                return Err(TestkitError::NotProvisioned(bin));
+            }
+            eprintln!(
+                "skipping: real apiserver not provisioned ({} is missing), run scripts/apiserver/provision.sh",
+                bin.display()
+            );
+            return Ok(None);
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("kevents-apiserver-")
+            .tempdir()
+            .map_err(io("creating a temporary directory"))?;
+        let state = dir.path().join("state");
+        let script = scripts_dir().join("start.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(&state)
+            .output()
+            .map_err(io(format!("running {}", script.display())))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(TestkitError::Start {
+                status: out.status.to_string(),
+                stderr: tail.join("\n"),
+            });
+        }
+        let env_text = std::fs::read_to_string(state.join("env"))
+            .map_err(io("reading the env file of start.sh"))?;
+        let env = parse_env(&env_text);
+        let get = |k: &'static str| env.get(k).cloned().ok_or(TestkitError::Env(k));
+        let mut server = RealApiserver {
+            url: get("KEVENTS_APISERVER_URL")?,
+            ca_file: PathBuf::from(get("KEVENTS_APISERVER_CA")?),
+            admin_token: get("KEVENTS_ADMIN_TOKEN")?,
+            nobody_token: get("KEVENTS_NOBODY_TOKEN")?,
+            admin_kubeconfig: state.join("admin.kubeconfig"),
+            nobody_kubeconfig: state.join("nobody.kubeconfig"),
+            dir,
+            stopped: false,
+        };
+        if !server.admin_kubeconfig.exists() {
+            server.stop();
+            return Err(TestkitError::Env("admin.kubeconfig"));
+        }
+        Ok(Some(server))
+    }
+
+    /// The state directory (logs: `apiserver.log`, `etcd.log`).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// Stops etcd and the apiserver (idempotent).
+    pub fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        let script = scripts_dir().join("stop.sh");
+        match Command::new("bash")
+            .arg(&script)
+            .arg(self.state_dir())
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "warning: {} failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("warning: cannot run {}: {e}", script.display()),
+        }
+    }
+}
+
+impl Drop for RealApiserver {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Parses `KEY=VALUE` lines as `start.sh` writes them (values `%q`-quoted only when needed).
+fn parse_env(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            let v = v.trim();
+            let v = v
+                .strip_prefix('\'')
+                .and_then(|v| v.strip_suffix('\''))
+                .map(str::to_owned)
+                .unwrap_or_else(|| v.replace('\\', ""));
+            (k.trim().to_owned(), v)
+        })
+        .collect()
+}
+
+enum Backend {
+    Sim(SimHandle),
+    Real(RealApiserver),
+}
+
+/// An apiserver the conformance suite runs against, with sinks for an all-powerful token
+/// and for a token without rights.
+pub struct Target {
+    /// `simulator` or `kube-apiserver`.
+    pub name: &'static str,
+    /// Sink with the admin token.
+    pub admin: HttpSink,
+    /// Sink with the nobody token (403 on every event request).
+    pub nobody: HttpSink,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("name", &self.name)
+            .field("url", &self.admin.base_url().as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// The simulator configured like a fresh apiserver (tokens, the four standard
+    /// namespaces), sinks built from its kubeconfig.
+    pub async fn simulator() -> Result<Self, TestkitError> {
+        let sim = Simulator::start(SimConfig::like_apiserver()).await?;
+        let admin = HttpSink::new(
+            HttpConfig::from_kubeconfig_yaml(&sim.kubeconfig(sim.admin_token(), "default"), None)
+                .await?,
+        )?;
+        let nobody = HttpSink::new(
+            HttpConfig::from_kubeconfig_yaml(&sim.kubeconfig(sim.nobody_token(), "default"), None)
+                .await?,
+        )?;
+        Ok(Target {
+            name: "simulator",
+            admin,
+            nobody,
+            backend: Backend::Sim(sim),
+        })
+    }
+
+    /// A real apiserver (see [`RealApiserver::start`]), sinks built from the kubeconfig
+    /// files `start.sh` writes.
+    pub async fn real() -> Result<Option<Self>, TestkitError> {
+        let started = tokio::task::spawn_blocking(RealApiserver::start)
+            .await
+            .map_err(|e| TestkitError::Io {
+                what: "starting the apiserver".into(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let Some(real) = started else {
+            return Ok(None);
+        };
+        let admin =
+            HttpSink::new(HttpConfig::from_kubeconfig(Some(&real.admin_kubeconfig), None).await?)?;
+        let nobody =
+            HttpSink::new(HttpConfig::from_kubeconfig(Some(&real.nobody_kubeconfig), None).await?)?;
+        Ok(Some(Target {
+            name: "kube-apiserver",
+            admin,
+            nobody,
+            backend: Backend::Real(real),
+        }))
+    }
+
+    /// The real apiserver, if this target is one.
+    pub fn real_apiserver(&self) -> Option<&RealApiserver> {
+        match &self.backend {
+            Backend::Real(r) => Some(r),
+            Backend::Sim(_) => None,
+        }
+    }
+
+    /// The simulator, if this target is one.
+    pub fn simulator_handle(&self) -> Option<&SimHandle> {
+        match &self.backend {
+            Backend::Sim(s) => Some(s),
+            Backend::Real(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn env_file_is_parsed() {
+        let env = super::parse_env("A=1\nB='x y'\nC=a\\ b\n");
+        assert_eq!(env["A"], "1");
+        assert_eq!(env["B"], "x y");
+        assert_eq!(env["C"], "a b");
+    }
+}

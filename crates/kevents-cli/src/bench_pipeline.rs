@@ -1,0 +1,209 @@
+//! `kevents bench pipeline`: workload `hot` or `wide` through the whole actor pipeline
+//! (recorder -> broadcaster -> correlator -> a sink that only counts), as in
+//! `docs/benchmarks.md` figures 2-4.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
+use kevents_core::correlator::CorrelatorOptions;
+use kevents_core::workload::peak_rss_bytes;
+use kevents_core::{
+    Event, EventFactory, EventSink, EventSource, EventType, Naming, SinkFuture, Workload,
+};
+use serde_json::json;
+
+/// Delivery policy of the benchmark pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Policy {
+    /// Intake and sink watcher drop-if-full (client-go's queue sizes by default: 1000 each).
+    Drop,
+    /// Sink watcher with backpressure, unbounded intake: the caller never blocks and
+    /// nothing is lost.
+    Backpressure,
+}
+
+impl Policy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Policy::Drop => "drop",
+            Policy::Backpressure => "backpressure",
+        }
+    }
+}
+
+/// Options of `kevents bench pipeline`.
+#[derive(Args, Debug, Clone)]
+pub struct PipelineArgs {
+    /// `hot` or `wide` (see docs/benchmarks.md).
+    #[arg(long, default_value = "hot")]
+    pub workload: String,
+    /// `drop` or `backpressure`.
+    #[arg(long, value_enum, default_value = "drop")]
+    pub policy: Policy,
+    /// Runs (one JSON line each; run separate processes for independent peak RSS figures).
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Override the number of occurrences.
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// Intake capacity for `--policy drop`.
+    #[arg(long, default_value_t = 1000)]
+    pub intake_capacity: usize,
+    /// Sink watcher queue capacity (both policies).
+    #[arg(long, default_value_t = 1000)]
+    pub watcher_capacity: usize,
+    /// Run the sink chain (correlator + sink) on its own arbiter thread (`true`) or on the
+    /// same thread as the recorder and the broadcaster (`false`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub sink_thread: bool,
+}
+
+/// Runs the benchmark and prints one JSON object per run.
+pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
+    let mut w = Workload::by_name(&args.workload)
+        .ok_or_else(|| anyhow::anyhow!("unknown workload {:?} (hot, wide, api)", args.workload))?;
+    if let Some(n) = args.n {
+        w.n = n;
+    }
+    for _ in 0..args.runs {
+        let result = actix::System::new().block_on(run_once(w, args.clone()))?;
+        println!("{result}");
+    }
+    Ok(())
+}
+
+/// A sink that only counts (and answers with the event, as a server would).
+#[derive(Clone, Default)]
+struct CountingSink {
+    writes: Arc<AtomicU64>,
+}
+
+impl EventSink for CountingSink {
+    fn create(&self, event: &Event) -> SinkFuture {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let e = event.clone();
+        Box::pin(async move { Ok(e) })
+    }
+    fn patch(&self, event: &Event, _patch: &[u8]) -> SinkFuture {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let e = event.clone();
+        Box::pin(async move { Ok(e) })
+    }
+}
+
+struct Emitted {
+    emit_ns: u128,
+    queued: u64,
+    dropped: u64,
+}
+
+/// Emits every occurrence as fast as possible from one thread. Occurrences are built in
+/// chunks outside the timed region; the timed part is the recorder call itself.
+fn emit_all(recorder: kevents_actors::Recorder, w: Workload) -> anyhow::Result<Emitted> {
+    const CHUNK: usize = 1000;
+    let mut out = Emitted {
+        emit_ns: 0,
+        queued: 0,
+        dropped: 0,
+    };
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut i = 0;
+    while i < w.n {
+        chunk.clear();
+        chunk.extend((i..(i + CHUNK).min(w.n)).map(|j| w.occurrence(j, EventType::Normal)));
+        let start = Instant::now();
+        for o in &chunk {
+            match recorder.event(&o.object, EventType::Normal, &o.reason, &o.message)? {
+                Emit::Queued => out.queued += 1,
+                Emit::Dropped(_) => out.dropped += 1,
+            }
+        }
+        out.emit_ns += start.elapsed().as_nanos();
+        i += chunk.len();
+    }
+    Ok(out)
+}
+
+async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json::Value> {
+    let sink = CountingSink::default();
+    let (intake, delivery) = match args.policy {
+        Policy::Drop => (
+            IntakePolicy::DropIfFull {
+                capacity: args.intake_capacity,
+            },
+            WatcherPolicy::DropIfFull {
+                capacity: args.watcher_capacity,
+            },
+        ),
+        Policy::Backpressure => (
+            IntakePolicy::Unbounded,
+            WatcherPolicy::Backpressure {
+                capacity: args.watcher_capacity,
+            },
+        ),
+    };
+    let arbiter = args.sink_thread.then(actix::Arbiter::new);
+    let mut builder = Pipeline::builder(EventSource::new("bench", "node"));
+    if let Some(a) = &arbiter {
+        builder = builder.sink_arbiter(a.handle());
+    }
+    let pipeline = builder
+        .factory(EventFactory {
+            source: EventSource::new("bench", "node"),
+            naming: Naming::Legacy,
+            reporting_fields: false,
+        })
+        .intake(intake)
+        .sink(
+            "count",
+            sink.clone(),
+            SinkOptions {
+                // Spam filter effectively off.
+                correlator: CorrelatorOptions {
+                    burst_size: 1 << 30,
+                    ..CorrelatorOptions::default()
+                },
+                delivery,
+                ..SinkOptions::default()
+            },
+        )
+        .start();
+    let recorder = pipeline.recorder();
+    let start = Instant::now();
+    let emitted = actix_rt::task::spawn_blocking(move || emit_all(recorder, w)).await??;
+    let report = pipeline.shutdown(Duration::from_secs(600)).await;
+    let elapsed = start.elapsed();
+    if let Some(a) = arbiter {
+        a.stop();
+    }
+    let delivered = sink.writes.load(Ordering::Relaxed);
+    let s = &report.stats;
+    let sink_stats = s.sink("count").cloned().unwrap_or_default();
+    let watcher_dropped = s.watcher("sink:count").map(|w| w.dropped_full).unwrap_or(0);
+    Ok(json!({
+        "workload": w.name,
+        "policy": args.policy.as_str(),
+        "n": w.n,
+        "intake_capacity": match intake { IntakePolicy::DropIfFull { capacity } => Some(capacity), _ => None },
+        "watcher_capacity": args.watcher_capacity,
+        "sink_thread": args.sink_thread,
+        "emit_ns_per_event": emitted.emit_ns as f64 / w.n.max(1) as f64,
+        "pipeline_delivered": delivered,
+        "pipeline_lost": (w.n as u64).saturating_sub(delivered),
+        "pipeline_events_per_s": delivered as f64 / elapsed.as_secs_f64(),
+        "pipeline_seconds": elapsed.as_secs_f64(),
+        "dropped_intake_full": s.dropped_intake_full,
+        "dropped_watcher_full": watcher_dropped,
+        "spam_filtered": sink_stats.spam_filtered,
+        "aggregated": sink_stats.aggregated,
+        "created": sink_stats.created,
+        "patched": sink_stats.patched,
+        "emit_queued": emitted.queued,
+        "emit_dropped": emitted.dropped,
+        "shutdown_completed": report.completed,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }))
+}

@@ -1,0 +1,639 @@
+//! The simulated apiserver's objects and its core/v1 event semantics, answering with the
+//! same status codes and `Status` bodies as kube-apiserver 1.20 (recorded against the real
+//! one, see the conformance suite in `kevents-testkit`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+/// An HTTP answer: code and JSON body.
+pub(crate) type Reply = (u16, Value);
+
+/// A `metav1.Status` failure body.
+pub(crate) fn status(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
+    let mut s = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    });
+    if let (Some(d), Value::Object(m)) = (details, &mut s) {
+        m.insert("details".into(), d);
+    }
+    s
+}
+
+fn name_details(name: &str, kind: &str) -> Value {
+    json!({"name": name, "kind": kind})
+}
+
+pub(crate) fn not_found(kind: &str, name: &str) -> Reply {
+    (
+        404,
+        status(
+            404,
+            "NotFound",
+            &format!("{kind} \"{name}\" not found"),
+            Some(name_details(name, kind)),
+        ),
+    )
+}
+
+/// The 404 of an unknown path.
+pub(crate) fn no_route() -> Reply {
+    (
+        404,
+        status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+            Some(json!({})),
+        ),
+    )
+}
+
+pub(crate) fn bad_request(message: &str) -> Reply {
+    (400, status(400, "BadRequest", message, None))
+}
+
+const MISMATCH: &str =
+    "the namespace of the provided object does not match the namespace sent on the request";
+
+/// One field error, rendered as the apiserver's `field.Error`.
+struct FieldError {
+    field: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+impl FieldError {
+    fn required(field: &'static str, detail: &str) -> Self {
+        FieldError {
+            field,
+            reason: "FieldValueRequired",
+            message: if detail.is_empty() {
+                "Required value".into()
+            } else {
+                format!("Required value: {detail}")
+            },
+        }
+    }
+    fn invalid(field: &'static str, value: &str, detail: &str) -> Self {
+        FieldError {
+            field,
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {detail}", go_quote(value)),
+        }
+    }
+    fn too_long(field: &'static str, max: usize) -> Self {
+        FieldError {
+            field,
+            reason: "FieldValueTooLong",
+            message: format!("Too long: must have at most {max} bytes"),
+        }
+    }
+}
+
+fn go_quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+/// The 422 `Invalid` answer for `errors` on Event `name`.
+fn invalid(name: &str, errors: &[FieldError]) -> Reply {
+    let parts: Vec<String> = errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect();
+    let list = if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    };
+    let mut details = Map::new();
+    if !name.is_empty() {
+        details.insert("name".into(), name.into());
+    }
+    details.insert("kind".into(), "Event".into());
+    details.insert(
+        "causes".into(),
+        errors
+            .iter()
+            .map(|e| json!({"reason": e.reason, "message": e.message, "field": e.field}))
+            .collect(),
+    );
+    (
+        422,
+        status(
+            422,
+            "Invalid",
+            &format!("Event {} is invalid: {list}", go_quote(name)),
+            Some(Value::Object(details)),
+        ),
+    )
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    let mut cur = v;
+    for p in path {
+        match cur.get(p) {
+            Some(next) => cur = next,
+            None => return "",
+        }
+    }
+    cur.as_str().unwrap_or("")
+}
+
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Legacy (core/v1) event validation, reference section F2-F5.
+fn validate_event(ev: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let name = str_at(ev, &["metadata", "name"]);
+    let ns = str_at(ev, &["metadata", "namespace"]);
+    if name.is_empty() {
+        if str_at(ev, &["metadata", "generateName"]).is_empty() {
+            errs.push(FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            ));
+        }
+    } else if name == "." || name == ".." {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            name,
+            &format!("may not be '{name}'"),
+        ));
+    } else {
+        for bad in ["/", "%"] {
+            if name.contains(bad) {
+                errs.push(FieldError::invalid(
+                    "metadata.name",
+                    name,
+                    &format!("may not contain '{bad}'"),
+                ));
+            }
+        }
+    }
+    let annotations_len: usize = ev
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.as_object())
+        .map(|a| {
+            a.iter()
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+                .sum()
+        })
+        .unwrap_or(0);
+    if annotations_len > 256 * 1024 {
+        errs.push(FieldError::too_long("metadata.annotations", 256 * 1024));
+    }
+    let io_ns = str_at(ev, &["involvedObject", "namespace"]);
+    let event_time_set = ev.get("eventTime").is_some_and(|t| !t.is_null());
+    if !event_time_set {
+        if io_ns.is_empty() {
+            if !(ns.is_empty() || ns == "default") {
+                errs.push(FieldError::invalid(
+                    "involvedObject.namespace",
+                    io_ns,
+                    "does not match event.namespace",
+                ));
+            }
+        } else if io_ns != ns {
+            errs.push(FieldError::invalid(
+                "involvedObject.namespace",
+                io_ns,
+                "does not match event.namespace",
+            ));
+        }
+    } else {
+        if io_ns.is_empty() {
+            if ns != "kube-system" {
+                errs.push(FieldError::invalid(
+                    "involvedObject.namespace",
+                    io_ns,
+                    "does not match event.namespace",
+                ));
+            }
+        } else if io_ns != ns {
+            errs.push(FieldError::invalid(
+                "involvedObject.namespace",
+                io_ns,
+                "does not match event.namespace",
+            ));
+        }
+        let rc = str_at(ev, &["reportingComponent"]);
+        if rc.is_empty() {
+            errs.push(FieldError::required("reportingController", ""));
+            errs.push(FieldError::invalid(
+                "reportingController",
+                rc,
+                "name part must be non-empty",
+            ));
+        }
+        let part = rc.rsplit('/').next().unwrap_or(rc);
+        if !is_qualified_name_part(part) {
+            errs.push(FieldError::invalid(
+                "reportingController",
+                rc,
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ));
+        }
+        for (field, json_name, max) in [
+            ("reportingInstance", "reportingInstance", 128usize),
+            ("action", "action", 128),
+            ("reason", "reason", 128),
+        ] {
+            let v = str_at(ev, &[json_name]);
+            if v.is_empty() {
+                errs.push(FieldError::required(field, ""));
+            } else if v.len() > max {
+                errs.push(FieldError::too_long(field, max));
+            }
+        }
+        if str_at(ev, &["message"]).len() > 1024 {
+            errs.push(FieldError::too_long("message", 1024));
+        }
+    }
+    errs
+}
+
+/// Strategic merge for an Event: maps merge key by key, `null` deletes, anything else
+/// (scalars, lists) replaces. Directives (`$patch`, `$retainKeys`) are not supported.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    match t.get_mut(k) {
+                        Some(existing) if existing.is_object() && v.is_object() => {
+                            merge(existing, v)
+                        }
+                        _ => {
+                            let mut fresh = Value::Object(Map::new());
+                            if v.is_object() {
+                                merge(&mut fresh, v);
+                            } else {
+                                fresh = v.clone();
+                            }
+                            t.insert(k.clone(), fresh);
+                        }
+                    }
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// All objects of one simulated apiserver.
+#[derive(Debug)]
+pub(crate) struct Store {
+    pub(crate) events: BTreeMap<(String, String), Value>,
+    pub(crate) namespaces: BTreeSet<String>,
+    pub(crate) require_namespaces: bool,
+    pub(crate) resource_version: u64,
+}
+
+impl Store {
+    pub(crate) fn new(namespaces: Option<&[String]>, start_rv: u64) -> Self {
+        Store {
+            events: BTreeMap::new(),
+            namespaces: namespaces
+                .map(|n| n.iter().cloned().collect())
+                .unwrap_or_default(),
+            require_namespaces: namespaces.is_some(),
+            resource_version: start_rv,
+        }
+    }
+
+    fn next_rv(&mut self) -> String {
+        self.resource_version += 1;
+        self.resource_version.to_string()
+    }
+
+    fn namespace_exists(&self, ns: &str) -> bool {
+        !self.require_namespaces || self.namespaces.contains(ns)
+    }
+
+    /// `POST /api/v1/namespaces/{ns}/events`.
+    pub(crate) fn create_event(&mut self, url_ns: &str, body: &[u8], now: &str) -> Reply {
+        let mut ev: Value = match serde_json::from_slice(body) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return bad_request(
+                    "the object provided is unrecognized (must be of type Event): json: cannot unmarshal into Go value of type Event",
+                );
+            }
+            Err(e) => {
+                return bad_request(&format!(
+                    "the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: {e}"
+                ));
+            }
+        };
+        if !self.namespace_exists(url_ns) {
+            return not_found("namespaces", url_ns);
+        }
+        let meta = match ev.get_mut("metadata") {
+            Some(Value::Object(m)) => m,
+            _ => {
+                if let Value::Object(m) = &mut ev {
+                    m.insert("metadata".into(), Value::Object(Map::new()));
+                }
+                match ev.get_mut("metadata") {
+                    Some(Value::Object(m)) => m,
+                    _ => return bad_request("metadata is not an object"),
+                }
+            }
+        };
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("namespace".into(), url_ns.into());
+            }
+            Some(ns) if ns != url_ns => return bad_request(MISMATCH),
+            Some(_) => {}
+        }
+        let errs = validate_event(&ev);
+        let name = str_at(&ev, &["metadata", "name"]).to_owned();
+        if !errs.is_empty() {
+            return invalid(&name, &errs);
+        }
+        let key = (url_ns.to_owned(), name.clone());
+        if self.events.contains_key(&key) {
+            return (
+                409,
+                status(
+                    409,
+                    "AlreadyExists",
+                    &format!("events \"{name}\" already exists"),
+                    Some(name_details(&name, "events")),
+                ),
+            );
+        }
+        let rv = self.next_rv();
+        if let Some(Value::Object(meta)) = ev.get_mut("metadata") {
+            meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+            meta.insert("resourceVersion".into(), rv.into());
+            meta.insert("creationTimestamp".into(), now.into());
+        }
+        if let Value::Object(m) = &mut ev {
+            m.insert("kind".into(), "Event".into());
+            m.insert("apiVersion".into(), "v1".into());
+        }
+        self.events.insert(key, ev.clone());
+        (201, ev)
+    }
+
+    /// `PATCH /api/v1/namespaces/{ns}/events/{name}` (strategic-merge or merge patch).
+    pub(crate) fn patch_event(&mut self, ns: &str, name: &str, patch: &[u8]) -> Reply {
+        let key = (ns.to_owned(), name.to_owned());
+        let Some(current) = self.events.get(&key) else {
+            return not_found("events", name);
+        };
+        let patch: Value = match serde_json::from_slice(patch) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return bad_request(
+                    "json: cannot unmarshal array into Go value of type map[string]interface {}",
+                );
+            }
+            Err(e) => return bad_request(&e.to_string()),
+        };
+        let mut updated = current.clone();
+        merge(&mut updated, &patch);
+        let current_rv = str_at(current, &["metadata", "resourceVersion"]);
+        let patch_rv = str_at(&patch, &["metadata", "resourceVersion"]);
+        if !patch_rv.is_empty() && patch_rv != current_rv {
+            return (
+                409,
+                status(
+                    409,
+                    "Conflict",
+                    &format!(
+                        "Operation cannot be fulfilled on events \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                    ),
+                    Some(name_details(name, "events")),
+                ),
+            );
+        }
+        let new_name = str_at(&updated, &["metadata", "name"]);
+        if new_name != name {
+            return bad_request(&format!(
+                "the name of the object ({new_name}) does not match the name on the URL ({name})"
+            ));
+        }
+        if str_at(&updated, &["metadata", "namespace"]) != ns {
+            return bad_request(MISMATCH);
+        }
+        if let Err(e) = serde_json::from_value::<kevents_core::Event>(updated.clone()) {
+            let patch_text = patch.to_string();
+            return (
+                422,
+                status(
+                    422,
+                    "Invalid",
+                    &format!(
+                        " \"\" is invalid: patch: Invalid value: {}: {e}",
+                        go_quote(&patch_text)
+                    ),
+                    Some(json!({"causes": [{
+                        "reason": "FieldValueInvalid",
+                        "message": format!("Invalid value: {}: {e}", go_quote(&patch_text)),
+                        "field": "patch",
+                    }]})),
+                ),
+            );
+        }
+        let errs = validate_event(&updated);
+        if !errs.is_empty() {
+            return invalid(name, &errs);
+        }
+        let rv = self.next_rv();
+        if let Some(Value::Object(meta)) = updated.get_mut("metadata") {
+            meta.insert("resourceVersion".into(), rv.into());
+        }
+        self.events.insert(key, updated.clone());
+        (200, updated)
+    }
+
+    pub(crate) fn get_event(&self, ns: &str, name: &str) -> Reply {
+        match self.events.get(&(ns.to_owned(), name.to_owned())) {
+            Some(e) => (200, e.clone()),
+            None => not_found("events", name),
+        }
+    }
+
+    pub(crate) fn delete_event(&mut self, ns: &str, name: &str) -> Reply {
+        match self.events.remove(&(ns.to_owned(), name.to_owned())) {
+            Some(e) => (
+                200,
+                json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "kind": "events",
+                                "uid": str_at(&e, &["metadata", "uid"])},
+                }),
+            ),
+            None => not_found("events", name),
+        }
+    }
+
+    /// `GET .../events` (all namespaces for `None`). Not paginated: `continue` is never set.
+    pub(crate) fn list_events(&self, ns: Option<&str>) -> Reply {
+        let items: Vec<Value> = self
+            .events
+            .iter()
+            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
+            .map(|(_, v)| v.clone())
+            .collect();
+        (
+            200,
+            json!({
+                "kind": "EventList", "apiVersion": "v1",
+                "metadata": {"resourceVersion": self.resource_version.to_string()},
+                "items": items,
+            }),
+        )
+    }
+
+    pub(crate) fn create_namespace(&mut self, body: &[u8], now: &str) -> Reply {
+        let v: Value = match serde_json::from_slice(body) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                return bad_request(
+                    "the object provided is unrecognized (must be of type Namespace)",
+                );
+            }
+        };
+        let name = str_at(&v, &["metadata", "name"]).to_owned();
+        if name.is_empty() {
+            return (
+                422,
+                status(
+                    422,
+                    "Invalid",
+                    "Namespace \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                    Some(json!({"kind": "Namespace", "causes": [{
+                        "reason": "FieldValueRequired",
+                        "message": "Required value: name or generateName is required",
+                        "field": "metadata.name"}]})),
+                ),
+            );
+        }
+        if self.namespaces.contains(&name) {
+            return (
+                409,
+                status(
+                    409,
+                    "AlreadyExists",
+                    &format!("namespaces \"{name}\" already exists"),
+                    Some(name_details(&name, "namespaces")),
+                ),
+            );
+        }
+        self.namespaces.insert(name.clone());
+        let rv = self.next_rv();
+        (201, namespace_object(&name, &rv, now))
+    }
+
+    pub(crate) fn get_namespace(&self, name: &str) -> Reply {
+        if self.namespaces.contains(name) || !self.require_namespaces {
+            (
+                200,
+                namespace_object(name, &self.resource_version.to_string(), ""),
+            )
+        } else {
+            not_found("namespaces", name)
+        }
+    }
+}
+
+fn namespace_object(name: &str, rv: &str, now: &str) -> Value {
+    json!({
+        "kind": "Namespace", "apiVersion": "v1",
+        "metadata": {"name": name, "resourceVersion": rv,
+                     "creationTimestamp": if now.is_empty() { Value::Null } else { now.into() }},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: &str = "2021-01-01T00:00:00Z";
+
+    fn ev(name: &str, ns: &str, io_ns: &str) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "kind": "Event", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+            "involvedObject": {"kind": "Pod", "namespace": io_ns, "name": "p"},
+            "count": 1, "eventTime": null, "message": "m",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn create_patch_and_errors() {
+        let mut s = Store::new(Some(&["default".to_owned()]), 100);
+        let (code, body) = s.create_event("default", &ev("a.1", "default", "default"), T);
+        assert_eq!(code, 201);
+        assert_eq!(body["metadata"]["resourceVersion"], "101");
+        assert_eq!(
+            s.create_event("default", &ev("a.1", "default", "default"), T)
+                .0,
+            409
+        );
+        assert_eq!(s.create_event("nope", &ev("a.2", "nope", "nope"), T).0, 404);
+        assert_eq!(
+            s.create_event("default", &ev("a.3", "other", "x"), T).0,
+            400
+        );
+        let (code, body) = s.create_event("default", &ev("a.4", "default", "other"), T);
+        assert_eq!(code, 422);
+        assert_eq!(
+            body["details"]["causes"][0]["field"],
+            "involvedObject.namespace"
+        );
+        let (code, body) = s.patch_event("default", "a.1", br#"{"count":2,"message":"x"}"#);
+        assert_eq!(code, 200);
+        assert_eq!(
+            (body["count"].clone(), body["message"].clone()),
+            (json!(2), json!("x"))
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], "102");
+        assert_eq!(s.patch_event("default", "gone", b"{}").0, 404);
+        assert_eq!(s.patch_event("default", "a.1", b"[1]").0, 400);
+        assert_eq!(s.patch_event("default", "a.1", br#"{"count":"x"}"#).0, 422);
+        assert_eq!(
+            s.patch_event("default", "a.1", br#"{"metadata":{"resourceVersion":"1"}}"#)
+                .0,
+            409
+        );
+    }
+
+    #[test]
+    fn merge_is_recursive_and_null_deletes() {
+        let mut t = json!({"source": {"component": "c"}, "lastTimestamp": "x", "count": 1});
+        merge(
+            &mut t,
+            &json!({"source": {"host": "h"}, "lastTimestamp": null, "count": 2}),
+        );
+        assert_eq!(
+            t,
+            json!({"source": {"component": "c", "host": "h"}, "count": 2})
+        );
+    }
+}
