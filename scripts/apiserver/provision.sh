@@ -200,6 +200,11 @@ ensure_deb_src() {
     APT_UPDATED=0
 }
 
+# Build recipe revision: bump it when the build changes, so caches of older builds are
+# not reused. r2: vendored reflect2 replaced by 1.0.2 (1.0.1 crashes under Go >= 1.18).
+RECIPE=r2
+REFLECT2_SRC=/usr/share/gocode/src/github.com/modern-go/reflect2
+
 # ------------------------------------------------------------------ helpers
 src_version() {
     # Highest version of the source package apt knows about ("" if none).
@@ -235,10 +240,10 @@ if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ]; then
     # without deb-src lists, any cached build is good enough.
     version=$(src_version)
     cached=""
-    if [ -n "$version" ] && [ -x "$CACHE/kube-apiserver-$version/kube-apiserver" ]; then
-        cached="$CACHE/kube-apiserver-$version/kube-apiserver"
+    if [ -n "$version" ] && [ -x "$CACHE/kube-apiserver-$version-$RECIPE/kube-apiserver" ]; then
+        cached="$CACHE/kube-apiserver-$version-$RECIPE/kube-apiserver"
     elif [ -z "$version" ]; then
-        cached=$(ls -1d "$CACHE"/kube-apiserver-*/kube-apiserver 2>/dev/null | sort -V | tail -n1 || true)
+        cached=$(ls -1d "$CACHE"/kube-apiserver-*-"$RECIPE"/kube-apiserver 2>/dev/null | sort -V | tail -n1 || true)
     fi
     if [ -n "$cached" ] && [ -x "$cached" ]; then
         log "cached binary found: $cached (skipping source download and build)"
@@ -259,12 +264,13 @@ if command -v go >/dev/null 2>&1 && command -v rsync >/dev/null 2>&1 \
 else
     apt_install golang-go rsync dpkg-dev make xz-utils ca-certificates
 fi
+[ -d "$REFLECT2_SRC" ] || apt_install golang-github-modern-go-reflect2-dev
 log "go: $(go version)"
 
 version=$(src_version)
 [ -n "$version" ] || die "apt does not know source package '$SRC_PKG' (deb-src for $SUITE main missing? see $DEB_SRC_FILE)"
 log "Debian source version: $SRC_PKG $version"
-dest_dir="$CACHE/kube-apiserver-$version"
+dest_dir="$CACHE/kube-apiserver-$version-$RECIPE"
 dest="$dest_dir/kube-apiserver"
 
 mkdir -p "$WORK/src"
@@ -280,6 +286,14 @@ fi
 tree=$(find "$WORK/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" | head -n1)
 [ -n "$tree" ] && [ -f "$tree/Makefile" ] || die "unpacked source tree not found under $WORK/src"
 log "source tree: $tree ($(du -sh "$tree" | cut -f1))"
+
+# Kubernetes 1.20 vendors reflect2 1.0.1, whose unsafe map iteration breaks under Go 1.18+
+# (the apiserver then panics while encoding some objects, e.g. on Namespace or ConfigMap
+# creates). 1.0.2 has the same API and works; Debian ships it.
+[ -d "$tree/vendor/github.com/modern-go/reflect2" ] || die "vendored reflect2 not found in $tree"
+rm -rf "$tree/vendor/github.com/modern-go/reflect2"
+cp -r "$REFLECT2_SRC" "$tree/vendor/github.com/modern-go/reflect2"
+log "vendored reflect2 replaced by $(dpkg-query -W -f='${Version}' golang-github-modern-go-reflect2-dev 2>/dev/null || echo the Debian copy)"
 
 # The build expects a GOPATH layout with the tree at src/k8s.io/kubernetes.
 mkdir -p "$tree/.go/src/k8s.io" "$WORK/home" "$WORK/gocache" "$WORK/tmp"
