@@ -3,7 +3,7 @@
 # `kubernetes` source package) plus etcd, openssl and curl on a Debian bookworm
 # machine. Idempotent and non-interactive; needs root.
 #
-# Result:  ${KEVENTS_CACHE:-/var/cache/kevents}/kube-apiserver-<debian version>/kube-apiserver
+# Result:  ${KEVENTS_CACHE:-/var/cache/kevents}/kube-apiserver-<debian version>-<recipe>/kube-apiserver
 #          ${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver  (stable symlink)
 #
 # If the cached binary already exists, nothing is downloaded or built.
