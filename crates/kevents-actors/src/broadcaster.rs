@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use actix::prelude::*;
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::message::{DeliverySlot, EventMessage, Recorded};
+use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
 use crate::stats::{PipelineStats, WatcherStats};
 
 /// How events reach one watcher. Both policies put a bounded queue in front of the watcher;
@@ -75,6 +75,9 @@ pub struct WatcherId(pub(crate) u64);
 pub(crate) struct WatcherEntry {
     pub(crate) id: WatcherId,
     pub(crate) recipient: Recipient<EventMessage>,
+    /// The pipeline's own watchers (sink chains) also take whole batches: same events, same
+    /// order, same slots, one mailbox hand-off per batch instead of one per event.
+    batch: Option<Recipient<EventBatch>>,
     pub(crate) stats: Arc<WatcherStats>,
     closed: AtomicBool,
 }
@@ -88,40 +91,94 @@ impl WatcherEntry {
         WatcherEntry {
             id,
             recipient,
+            batch: None,
             stats,
             closed: AtomicBool::new(false),
         }
     }
 
-    fn send(&self, seq: u64, record: &Arc<Recorded>, permit: OwnedSemaphorePermit) {
-        self.recipient.do_send(EventMessage::with_slot(
-            seq,
-            Arc::clone(record),
-            DeliverySlot::new(permit),
-        ));
-        self.stats.accepted.add(1);
+    fn connected(&self) -> bool {
+        match &self.batch {
+            Some(b) => b.connected(),
+            None => self.recipient.connected(),
+        }
+    }
+}
+
+/// One watcher's state during the distribution of one batch.
+#[derive(Default)]
+struct Lane {
+    /// Slots taken ahead for the next events of this batch (one `try_acquire_many` instead
+    /// of one acquisition per event); given back when the batch is done.
+    held: Option<OwnedSemaphorePermit>,
+    /// Messages for a batch-capable watcher, sent together.
+    pending: Vec<EventMessage>,
+    accepted: u64,
+    dropped_full: u64,
+    dropped_closed: u64,
+}
+
+impl Lane {
+    /// One slot for the current event, `remaining` events of the batch included, if free.
+    fn take_slot(&mut self, w: &WatcherEntry, remaining: usize) -> Option<OwnedSemaphorePermit> {
+        if let Some(held) = &mut self.held {
+            if held.num_permits() > 1 {
+                return held.split(1);
+            }
+            return self.held.take();
+        }
+        let slots = &w.stats.slots;
+        let free = slots.available_permits().min(remaining);
+        if free > 1
+            && let Ok(free) = u32::try_from(free)
+            && let Ok(mut many) = Arc::clone(slots).try_acquire_many_owned(free)
+        {
+            let one = many.split(1);
+            self.held = Some(many);
+            return one;
+        }
+        Arc::clone(slots).try_acquire_owned().ok()
     }
 
-    /// Offers one event. `false` means "blocked": a backpressure watcher without a free slot.
-    fn offer(&self, seq: u64, record: &Arc<Recorded>) -> bool {
-        if self.closed.load(Ordering::Relaxed) || !self.recipient.connected() {
-            self.closed.store(true, Ordering::Relaxed);
-            self.stats.dropped_closed.add(1);
-            return true;
-        }
-        match Arc::clone(&self.stats.slots).try_acquire_owned() {
-            Ok(permit) => {
-                self.send(seq, record, permit);
-                true
+    fn deliver(
+        &mut self,
+        w: &WatcherEntry,
+        seq: u64,
+        record: &Arc<Recorded>,
+        permit: OwnedSemaphorePermit,
+        remaining: usize,
+    ) {
+        let msg = EventMessage::with_slot(seq, Arc::clone(record), DeliverySlot::new(permit));
+        if w.batch.is_some() {
+            if self.pending.capacity() == 0 {
+                self.pending.reserve(remaining);
             }
-            Err(_) => match self.stats.policy {
-                WatcherPolicy::DropIfFull { .. } => {
-                    self.stats.dropped_full.add(1);
-                    self.stats.full_log.record(1);
-                    true
-                }
-                WatcherPolicy::Backpressure { .. } => false,
-            },
+            self.pending.push(msg);
+        } else {
+            w.recipient.do_send(msg);
+        }
+        self.accepted += 1;
+    }
+
+    /// Sends what is pending and publishes the counters.
+    fn flush(&mut self, w: &WatcherEntry) {
+        if !self.pending.is_empty()
+            && let Some(b) = &w.batch
+        {
+            b.do_send(EventBatch(std::mem::take(&mut self.pending)));
+        }
+        if self.accepted > 0 {
+            w.stats.accepted.add(std::mem::take(&mut self.accepted));
+        }
+        if self.dropped_full > 0 {
+            let n = std::mem::take(&mut self.dropped_full);
+            w.stats.dropped_full.add(n);
+            w.stats.full_log.record(n);
+        }
+        if self.dropped_closed > 0 {
+            w.stats
+                .dropped_closed
+                .add(std::mem::take(&mut self.dropped_closed));
         }
     }
 }
@@ -129,6 +186,7 @@ impl WatcherEntry {
 /// Distribution of one batch, resumable after waiting for a backpressure watcher.
 struct Distribution {
     watchers: Vec<Arc<WatcherEntry>>,
+    lanes: Vec<Lane>,
     items: std::vec::IntoIter<Arc<Recorded>>,
     current: Option<(u64, Arc<Recorded>, usize)>,
     next_seq: u64,
@@ -136,14 +194,57 @@ struct Distribution {
 }
 
 impl Distribution {
+    fn new(watchers: Vec<Arc<WatcherEntry>>, items: Vec<Arc<Recorded>>, next_seq: u64) -> Self {
+        let lanes = watchers.iter().map(|_| Lane::default()).collect();
+        Distribution {
+            watchers,
+            lanes,
+            items: items.into_iter(),
+            current: None,
+            next_seq,
+            distributed: 0,
+        }
+    }
+
+    /// Offers one event to watcher `i`. `false` means "blocked": a backpressure watcher
+    /// without a free slot.
+    fn offer(&mut self, i: usize, seq: u64, record: &Arc<Recorded>) -> bool {
+        let w = &self.watchers[i];
+        let lane = &mut self.lanes[i];
+        if w.closed.load(Ordering::Relaxed) || !w.connected() {
+            w.closed.store(true, Ordering::Relaxed);
+            lane.dropped_closed += 1;
+            return true;
+        }
+        // This event and the ones still to come in this batch.
+        let remaining = self.items.len() + 1;
+        match lane.take_slot(w, remaining) {
+            Some(permit) => {
+                lane.deliver(w, seq, record, permit, remaining);
+                true
+            }
+            None => match w.stats.policy {
+                WatcherPolicy::DropIfFull { .. } => {
+                    lane.dropped_full += 1;
+                    true
+                }
+                WatcherPolicy::Backpressure { .. } => false,
+            },
+        }
+    }
+
     /// Runs until the batch is done (`None`) or a backpressure watcher has no free slot
-    /// (`Some(index)`; `current` then points at it).
+    /// (`Some(index)`; `current` then points at it, and everything accepted so far has been
+    /// sent so that the watchers can make progress).
     fn run(&mut self) -> Option<usize> {
         loop {
             let (seq, record, start) = match self.current.take() {
                 Some(c) => c,
                 None => {
-                    let record = self.items.next()?;
+                    let Some(record) = self.items.next() else {
+                        self.flush();
+                        return None;
+                    };
                     let seq = self.next_seq;
                     self.next_seq += 1;
                     self.distributed += 1;
@@ -151,19 +252,34 @@ impl Distribution {
                 }
             };
             for i in start..self.watchers.len() {
-                if !self.watchers[i].offer(seq, &record) {
+                if !self.offer(i, seq, &record) {
                     self.current = Some((seq, record, i));
+                    self.flush();
                     return Some(i);
                 }
             }
         }
     }
 
+    fn flush(&mut self) {
+        for (w, lane) in self.watchers.iter().zip(&mut self.lanes) {
+            lane.flush(w);
+        }
+    }
+
     /// Delivers the current event to the watcher it was blocked on, with the slot obtained.
     fn resume(&mut self, permit: OwnedSemaphorePermit) {
         if let Some((seq, record, i)) = self.current.take() {
-            self.watchers[i].send(seq, &record, permit);
+            let remaining = self.items.len() + 1;
+            self.lanes[i].deliver(&self.watchers[i], seq, &record, permit, remaining);
             self.current = Some((seq, record, i + 1));
+        }
+    }
+
+    /// Gives back the slots taken ahead and not used (none unless a watcher closed).
+    fn release_held(&mut self) {
+        for lane in &mut self.lanes {
+            lane.held = None;
         }
     }
 }
@@ -179,6 +295,8 @@ pub(crate) struct Publish(pub(crate) Vec<Arc<Recorded>>);
 #[rtype(result = "WatcherId")]
 pub(crate) struct Register {
     pub(crate) recipient: Recipient<EventMessage>,
+    /// The batched form of `recipient` (the pipeline's own sink chains).
+    pub(crate) batch: Option<Recipient<EventBatch>>,
     pub(crate) stats: Arc<WatcherStats>,
 }
 
@@ -221,15 +339,27 @@ impl Broadcaster {
         recipient: Recipient<EventMessage>,
         stats: Arc<WatcherStats>,
     ) -> WatcherId {
+        self.add_batched(recipient, None, stats)
+    }
+
+    /// Registers a watcher that also takes batches (see [`EventBatch`]).
+    pub(crate) fn add_batched(
+        &mut self,
+        recipient: Recipient<EventMessage>,
+        batch: Option<Recipient<EventBatch>>,
+        stats: Arc<WatcherStats>,
+    ) -> WatcherId {
         let id = WatcherId(self.next_id);
         self.next_id += 1;
         self.stats.add_watcher(Arc::clone(&stats));
-        self.watchers
-            .push(Arc::new(WatcherEntry::new(id, recipient, stats)));
+        let mut entry = WatcherEntry::new(id, recipient, stats);
+        entry.batch = batch;
+        self.watchers.push(Arc::new(entry));
         id
     }
 
-    fn finish(&mut self, d: &Distribution) {
+    fn finish(&mut self, d: &mut Distribution) {
+        d.release_held();
         self.next_seq = d.next_seq;
         self.stats.intake.broadcast.add(d.distributed);
         for w in &d.watchers {
@@ -255,15 +385,9 @@ impl Handler<Publish> for Broadcaster {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) -> Self::Result {
-        let mut d = Distribution {
-            watchers: self.watchers.clone(),
-            items: msg.0.into_iter(),
-            current: None,
-            next_seq: self.next_seq,
-            distributed: 0,
-        };
+        let mut d = Distribution::new(self.watchers.clone(), msg.0, self.next_seq);
         if d.run().is_none() {
-            self.finish(&d);
+            self.finish(&mut d);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         }
         // A backpressure watcher is full: wait for its slots, holding everything else back
@@ -285,7 +409,8 @@ impl Handler<Publish> for Broadcaster {
             d
         };
         AtomicResponse::new(Box::pin(
-            wait.into_actor(self).map(|d, act, _| act.finish(&d)),
+            wait.into_actor(self)
+                .map(|mut d, act, _| act.finish(&mut d)),
         ))
     }
 }
@@ -294,7 +419,7 @@ impl Handler<Register> for Broadcaster {
     type Result = MessageResult<Register>;
 
     fn handle(&mut self, msg: Register, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.add(msg.recipient, msg.stats))
+        MessageResult(self.add_batched(msg.recipient, msg.batch, msg.stats))
     }
 }
 

@@ -1,14 +1,13 @@
 //! The Correlator actor: a watcher that runs client-go's correlator on every event, sends the
 //! writes to its sink actor, and learns the server's state back from the sink's replies.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix::prelude::*;
 use kevents_core::{Correlator, Event};
 
-use crate::message::{EventMessage, Recorded};
-use crate::sink::{Abandon, SinkActor, Write, WriteDone};
+use crate::message::{EventBatch, EventMessage, Recorded};
+use crate::sink::{Abandon, FastMap, SinkActor, Write, WriteBatch, WriteDoneBatch};
 use crate::stats::{PipelineStats, SinkStats};
 
 /// Stop the correlator (after telling its sink to abandon what it still holds).
@@ -23,9 +22,20 @@ pub(crate) struct CorrelatorActor {
     /// Writes sent and not yet answered, per event (`namespace/name`). The server's state is
     /// learnt only from the answer to the latest write of an event: an older answer would
     /// roll the cached count back.
-    in_flight: HashMap<String, u32>,
+    in_flight: FastMap<Arc<str>, u32>,
+    /// Reused to build keys.
+    key_buf: String,
     stats: Arc<SinkStats>,
     pstats: Arc<PipelineStats>,
+}
+
+/// Counters of one handler call, published once at its end.
+#[derive(Default)]
+struct Tally {
+    correlated: u64,
+    aggregated: u64,
+    spam_filtered: u64,
+    abandoned: u64,
 }
 
 impl CorrelatorActor {
@@ -38,9 +48,90 @@ impl CorrelatorActor {
         CorrelatorActor {
             correlator,
             sink: Some(sink),
-            in_flight: HashMap::new(),
+            in_flight: FastMap::default(),
+            key_buf: String::new(),
             stats,
             pstats,
+        }
+    }
+
+    /// Correlates one event; a write to make is appended to `writes` (the slot travels with
+    /// it; a spam-filtered or foreign event gives its slot back here).
+    fn correlate(&mut self, msg: EventMessage, writes: &mut Vec<Write>, t: &mut Tally) {
+        let (record, slot) = msg.into_parts();
+        // The only holder (a single watcher) takes the event without copying it.
+        let event: Event = match Arc::try_unwrap(record) {
+            Ok(Recorded::Core(e)) => e,
+            // events.k8s.io/v1 events belong to series sink chains (the fallback to core/v1
+            // happens at the recorder, which then emits `Recorded::Core`).
+            Ok(_) => return,
+            Err(shared) => match shared.core() {
+                Some(e) => e.clone(),
+                None => return,
+            },
+        };
+        if self.sink.is_none() {
+            t.abandoned += 1;
+            return;
+        }
+        t.correlated += 1;
+        let c = self.correlator.correlate(event);
+        if c.aggregated {
+            t.aggregated += 1;
+        }
+        if c.skip {
+            t.spam_filtered += 1;
+            return;
+        }
+        let buf = &mut self.key_buf;
+        buf.clear();
+        buf.push_str(&c.event.metadata.namespace);
+        buf.push('/');
+        buf.push_str(&c.event.metadata.name);
+        let key = match self.in_flight.get_key_value(buf.as_str()) {
+            Some((k, _)) => {
+                let k = Arc::clone(k);
+                if let Some(n) = self.in_flight.get_mut(&k) {
+                    *n += 1;
+                }
+                k
+            }
+            None => {
+                let k: Arc<str> = Arc::from(buf.as_str());
+                self.in_flight.insert(Arc::clone(&k), 1);
+                k
+            }
+        };
+        writes.push(Write {
+            key,
+            event: c.event,
+            patch: c.patch,
+            slot,
+        });
+    }
+
+    /// Correlates the events in order and hands their writes to the sink in one message.
+    fn correlate_all(&mut self, msgs: impl IntoIterator<Item = EventMessage>, hint: usize) {
+        let mut writes = Vec::with_capacity(hint);
+        let mut t = Tally::default();
+        for msg in msgs {
+            self.correlate(msg, &mut writes, &mut t);
+        }
+        let s = &self.stats;
+        for (counter, n) in [
+            (&s.correlated, t.correlated),
+            (&s.aggregated, t.aggregated),
+            (&s.spam_filtered, t.spam_filtered),
+            (&s.abandoned, t.abandoned),
+        ] {
+            if n > 0 {
+                counter.add(n);
+            }
+        }
+        if !writes.is_empty()
+            && let Some(sink) = &self.sink
+        {
+            sink.do_send(WriteBatch(writes));
         }
     }
 }
@@ -61,61 +152,33 @@ impl Handler<EventMessage> for CorrelatorActor {
     type Result = ();
 
     fn handle(&mut self, msg: EventMessage, _: &mut Context<Self>) {
-        let (record, slot) = msg.into_parts();
-        // The only holder (a single watcher) takes the event without copying it.
-        let event: Event = match Arc::try_unwrap(record) {
-            Ok(Recorded::Core(e)) => e,
-            Err(shared) => match shared.core() {
-                Some(e) => e.clone(),
-                None => return,
-            },
-        };
-        let Some(sink) = &self.sink else {
-            self.stats.abandoned.add(1);
-            return;
-        };
-        self.stats.correlated.add(1);
-        let c = self.correlator.correlate(event);
-        if c.aggregated {
-            self.stats.aggregated.add(1);
-        }
-        if c.skip {
-            self.stats.spam_filtered.add(1);
-            return;
-        }
-        let mut key = String::with_capacity(
-            c.event.metadata.namespace.len() + 1 + c.event.metadata.name.len(),
-        );
-        key.push_str(&c.event.metadata.namespace);
-        key.push('/');
-        key.push_str(&c.event.metadata.name);
-        match self.in_flight.get_mut(&key) {
-            Some(n) => *n += 1,
-            None => {
-                self.in_flight.insert(key.clone(), 1);
-            }
-        }
-        sink.do_send(Write {
-            key,
-            event: c.event,
-            patch: c.patch,
-            slot,
-        });
+        self.correlate_all([msg], 1);
     }
 }
 
-impl Handler<WriteDone> for CorrelatorActor {
+impl Handler<EventBatch> for CorrelatorActor {
     type Result = ();
 
-    fn handle(&mut self, done: WriteDone, _: &mut Context<Self>) {
-        let Some(n) = self.in_flight.get_mut(&done.key) else {
-            return;
-        };
-        *n -= 1;
-        if *n == 0 {
-            self.in_flight.remove(&done.key);
-            if let Some(stored) = done.stored {
-                self.correlator.update_state(&stored);
+    fn handle(&mut self, batch: EventBatch, _: &mut Context<Self>) {
+        let n = batch.0.len();
+        self.correlate_all(batch.0, n);
+    }
+}
+
+impl Handler<WriteDoneBatch> for CorrelatorActor {
+    type Result = ();
+
+    fn handle(&mut self, batch: WriteDoneBatch, _: &mut Context<Self>) {
+        for done in batch.0 {
+            let Some(n) = self.in_flight.get_mut(&*done.key) else {
+                continue;
+            };
+            *n -= 1;
+            if *n == 0 {
+                self.in_flight.remove(&*done.key);
+                if let Some(stored) = done.stored {
+                    self.correlator.update_state(&stored);
+                }
             }
         }
     }

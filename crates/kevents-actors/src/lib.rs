@@ -58,6 +58,7 @@ mod logging;
 mod message;
 mod pipeline;
 mod recorder;
+mod series;
 mod sink;
 pub mod stats;
 
@@ -69,5 +70,6 @@ pub use pipeline::{
     Pipeline, PipelineBuilder, PipelineError, ShutdownReport, SinkOptions, WatcherHandle,
 };
 pub use recorder::{DropReason, Emit, IntakePolicy, RecordError, Recorder};
+pub use series::{CoreCalls, EventsV1Config, SeriesSinkOptions, SeriesSnapshot, TokioClock};
 pub use sink::{Classifier, FatalFn, RetryPolicy, SinkFactory};
 pub use stats::{SinkSnapshot, StatsSnapshot, WatcherSnapshot};

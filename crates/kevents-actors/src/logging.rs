@@ -79,6 +79,8 @@ impl Handler<EventMessage> for LoggingWatcher {
     fn handle(&mut self, msg: EventMessage, _: &mut Context<Self>) {
         if let Some(e) = msg.event() {
             self.log(e);
+        } else if let Some(e) = msg.event_v1() {
+            crate::series::log_v1(self.style, e);
         }
     }
 }

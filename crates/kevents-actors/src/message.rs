@@ -23,6 +23,9 @@ use tokio::sync::OwnedSemaphorePermit;
 pub enum Recorded {
     /// A core/v1 `Event` built by the recorder (client-go `tools/record`).
     Core(Event),
+    /// An `events.k8s.io/v1` event built and validated by the recorder (client-go
+    /// `tools/events`), before any series bookkeeping (the series sink chain does that).
+    EventsV1(kevents_core::events::Event),
 }
 
 impl Recorded {
@@ -30,6 +33,21 @@ impl Recorded {
     pub fn core(&self) -> Option<&Event> {
         match self {
             Recorded::Core(e) => Some(e),
+            Recorded::EventsV1(_) => None,
+        }
+    }
+
+    /// The `events.k8s.io/v1` event, if this is one.
+    ///
+    /// ```
+    /// use kevents_actors::Recorded;
+    /// let r = Recorded::EventsV1(kevents_core::events::Event::default());
+    /// assert!(r.events_v1().is_some() && r.core().is_none());
+    /// ```
+    pub fn events_v1(&self) -> Option<&kevents_core::events::Event> {
+        match self {
+            Recorded::EventsV1(e) => Some(e),
+            Recorded::Core(_) => None,
         }
     }
 }
@@ -60,7 +78,48 @@ impl DeliverySlot {
     pub fn detached() -> Self {
         DeliverySlot { _permit: None }
     }
+
+    /// The permit behind the slot (`None` for a detached slot), so that a watcher finishing
+    /// many events at once can give their slots back together (one release instead of one
+    /// per event).
+    pub(crate) fn into_permit(self) -> Option<OwnedSemaphorePermit> {
+        self._permit
+    }
 }
+
+/// Slots finished by a watcher, given back together: merging permits of one semaphore is a
+/// plain counter update, and the release (which takes the semaphore's lock) happens once,
+/// in [`ReleasedSlots::release`] (or when this is dropped).
+#[derive(Debug, Default)]
+pub(crate) struct ReleasedSlots {
+    merged: Option<OwnedSemaphorePermit>,
+}
+
+impl ReleasedSlots {
+    /// Adds a finished slot; it is given back at the next [`ReleasedSlots::release`].
+    pub(crate) fn push(&mut self, slot: DeliverySlot) {
+        let Some(permit) = slot.into_permit() else {
+            return;
+        };
+        match &mut self.merged {
+            Some(m) if Arc::ptr_eq(m.semaphore(), permit.semaphore()) => m.merge(permit),
+            Some(_) => drop(permit),
+            None => self.merged = Some(permit),
+        }
+    }
+
+    /// Gives every collected slot back.
+    pub(crate) fn release(&mut self) {
+        self.merged = None;
+    }
+}
+
+/// Several events for one watcher, in intake order, each with its own slot: what the
+/// broadcaster sends to the pipeline's own watchers (sink chains) instead of one
+/// [`EventMessage`] per event, so that a burst costs one mailbox hand-off per batch.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct EventBatch(pub(crate) Vec<EventMessage>);
 
 /// What every watcher receives: one event, in intake order, with its sequence number.
 ///
@@ -122,6 +181,11 @@ impl EventMessage {
     /// The core/v1 event, if this is one.
     pub fn event(&self) -> Option<&Event> {
         self.record.core()
+    }
+
+    /// The `events.k8s.io/v1` event, if this is one.
+    pub fn event_v1(&self) -> Option<&kevents_core::events::Event> {
+        self.record.events_v1()
     }
 
     /// Splits the message into the event and the queue slot it holds.

@@ -106,6 +106,8 @@ pub struct PipelineBuilder {
     sinks: Vec<SinkSpec>,
     watchers: Vec<(String, Recipient<EventMessage>, WatcherPolicy)>,
     sink_arbiter: Option<ArbiterHandle>,
+    series: Vec<crate::series::SeriesSpec>,
+    events_v1: Option<crate::series::EventsV1Config>,
 }
 
 impl std::fmt::Debug for PipelineBuilder {
@@ -122,7 +124,10 @@ impl std::fmt::Debug for PipelineBuilder {
 impl PipelineBuilder {
     /// A builder for events from `source`, with client-go's defaults.
     pub fn new(source: EventSource) -> Self {
+        let reporter = kevents_core::events::Reporter::new(source.component.clone());
         PipelineBuilder {
+            series: Vec::new(),
+            events_v1: Some(crate::series::EventsV1Config::new(reporter)),
             factory: EventFactory::new(source),
             clock: Arc::new(SystemClock),
             intake: IntakePolicy::default(),
@@ -133,9 +138,11 @@ impl PipelineBuilder {
         }
     }
 
-    /// Runs every sink chain (correlator and sink actors) on another arbiter (thread), so
-    /// correlation and writing proceed in parallel with intake and fan-out. By default
-    /// everything runs on the arbiter that calls [`start`](PipelineBuilder::start).
+    /// Runs the correlators of the sink chains on another arbiter (thread), so correlation
+    /// proceeds in parallel with intake, fan-out and writing (the supervised sink actors stay
+    /// on the arbiter that calls [`start`](PipelineBuilder::start), or
+    /// [`Pipeline::add_sink`]). By default everything runs on the arbiter that calls
+    /// [`start`](PipelineBuilder::start).
     pub fn sink_arbiter(mut self, arbiter: ArbiterHandle) -> Self {
         self.sink_arbiter = Some(arbiter);
         self
@@ -187,6 +194,56 @@ impl PipelineBuilder {
         self
     }
 
+    /// How `events.k8s.io/v1` calls are built and routed: reporter (default
+    /// `Reporter::new(<source component>)`, i.e. instance `<component>-<hostname>`),
+    /// whether the API is served (discovery; when not, v1 calls fall back to core/v1 through
+    /// the correlator path), the fallback of action/related, and whether core/v1 style calls
+    /// go to the new API.
+    ///
+    /// ```
+    /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptions};
+    /// use kevents_core::events::Reporter;
+    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use std::time::Duration;
+    ///
+    /// # actix::System::new().block_on(async {
+    /// let api = MemoryApiServer::new();
+    /// let served = false; // e.g. `http_sink.events_v1_served().await?`
+    /// let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
+    ///     .events_v1(EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))
+    ///     .sink("apiserver", api.clone(), SinkOptions::default())
+    ///     .start();
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// kevents_actors::eventf_v1!(pipeline.recorder(), &pod, None, EventType::Normal,
+    ///     "Scheduled", "Binding", "bound to {}", "n1").unwrap();
+    /// pipeline.shutdown(Duration::from_secs(5)).await;
+    /// assert_eq!(api.list()[0].message, "bound to n1"); // a core/v1 event
+    /// # });
+    /// ```
+    pub fn events_v1(mut self, config: crate::series::EventsV1Config) -> Self {
+        self.events_v1 = Some(config);
+        self
+    }
+
+    /// Adds a series sink chain for `events.k8s.io/v1` events: an actor registered as watcher
+    /// `series:<name>` that owns a bounded series cache, runs its heartbeat (30 min) and
+    /// finish (6 min idle) timers, writes through `sink` with retries, and on
+    /// [`Pipeline::shutdown`] writes the latest count of every open series. Its counters are
+    /// in [`StatsSnapshot::series`].
+    pub fn series_sink(
+        mut self,
+        name: impl Into<String>,
+        sink: impl kevents_core::events::EventsV1Sink,
+        options: crate::series::SeriesSinkOptions,
+    ) -> Self {
+        self.series.push(crate::series::SeriesSpec {
+            name: name.into(),
+            sink: Arc::new(sink),
+            options,
+        });
+        self
+    }
+
     /// Registers a watcher of your own from the start.
     pub fn watcher(
         mut self,
@@ -212,8 +269,17 @@ impl PipelineBuilder {
         let mut sinks = Vec::new();
         for spec in self.sinks {
             let (chain, recipient, ws) = spawn_chain(spec, &stats, self.sink_arbiter.as_ref());
-            broadcaster.add(recipient, ws);
+            broadcaster.add_batched(recipient, Some(chain.correlator.clone().recipient()), ws);
             sinks.push(chain);
+        }
+
+        let mut series = Vec::new();
+        for spec in self.series {
+            let name = format!("series:{}", spec.name);
+            let (chain, recipient, policy) =
+                crate::series::spawn_series(spec, &self.clock, &stats, self.sink_arbiter.as_ref());
+            broadcaster.add(recipient, Arc::new(WatcherStats::new(&name, policy)));
+            series.push(chain);
         }
 
         for (name, recipient, policy) in self.watchers {
@@ -225,13 +291,18 @@ impl PipelineBuilder {
         let (tx, rx) = intake_channel(self.intake);
         let recorder_addr =
             RecorderActor::new(self.factory, broadcaster.clone(), rx, Arc::clone(&stats)).start();
-        let shared = Arc::new(IntakeShared::new(tx, self.clock, Arc::clone(&stats)));
+        let v1 = self
+            .events_v1
+            .map(crate::series::V1Intake::new)
+            .unwrap_or_default();
+        let shared = Arc::new(IntakeShared::new(tx, self.clock, Arc::clone(&stats)).with_v1(v1));
         Pipeline {
             recorder: Recorder::pipeline(Arc::clone(&shared)),
             shared,
             recorder_addr,
             broadcaster,
             sinks,
+            series,
             sink_arbiter: self.sink_arbiter,
             stats,
         }
@@ -250,7 +321,11 @@ fn spawn_chain(
         spec.options.delivery,
     ));
     let pstats = Arc::clone(stats);
-    // Runs on the thread of the arbiter the correlator starts on; the sink actor joins it.
+    // With a sink arbiter, the correlator runs there and the sink actor stays on this
+    // arbiter: the two halves of a chain (correlating, writing) then share the work of a
+    // burst between two threads. Without one, both run here.
+    let home = arbiter.map(|_| Arbiter::current());
+    // Runs on the thread of the arbiter the correlator starts on.
     let build = move |ctx: &mut Context<CorrelatorActor>| {
         let options = spec.options;
         let reply = ctx.address().recipient().downgrade();
@@ -263,7 +338,10 @@ fn spawn_chain(
             Arc::clone(&sstats),
             Arc::clone(&pstats),
         );
-        let sink = Supervisor::start(move |_| actor);
+        let sink = match &home {
+            Some(home) => Supervisor::start_in_arbiter(home, move |_| actor),
+            None => Supervisor::start(move |_| actor),
+        };
         CorrelatorActor::new(Correlator::new(options.correlator), sink, sstats, pstats)
     };
     let correlator = match arbiter {
@@ -289,6 +367,7 @@ pub struct Pipeline {
     recorder_addr: Addr<RecorderActor>,
     broadcaster: Addr<Broadcaster>,
     sinks: Vec<SinkChain>,
+    series: Vec<crate::series::SeriesChain>,
     sink_arbiter: Option<ArbiterHandle>,
     stats: Arc<PipelineStats>,
 }
@@ -385,7 +464,11 @@ impl Pipeline {
         let stats = Arc::new(WatcherStats::new(&name, policy));
         let id = self
             .broadcaster
-            .send(Register { recipient, stats })
+            .send(Register {
+                recipient,
+                batch: None,
+                stats,
+            })
             .await
             .map_err(|_| PipelineError::Shutdown)?;
         Ok(WatcherHandle { id, name })
@@ -406,10 +489,15 @@ impl Pipeline {
         };
         let (chain, recipient, stats) = spawn_chain(spec, &self.stats, self.sink_arbiter.as_ref());
         let name = stats.name.clone();
+        let batch = Some(chain.correlator.clone().recipient());
         self.sinks.push(chain);
         let id = self
             .broadcaster
-            .send(Register { recipient, stats })
+            .send(Register {
+                recipient,
+                batch,
+                stats,
+            })
             .await
             .map_err(|_| PipelineError::Shutdown)?;
         Ok(WatcherHandle { id, name })
@@ -449,10 +537,20 @@ impl Pipeline {
         self.shared.closed.store(true, Ordering::Release);
         let recorder_addr = self.recorder_addr.clone();
         let broadcaster = self.broadcaster.clone();
+        let flush: Vec<_> = self
+            .series
+            .iter()
+            .filter(|c| c.flush_on_shutdown)
+            .map(|c| c.addr.clone())
+            .collect();
         let drain = async move {
             recorder_addr.send(CloseIntake).await.ok()?;
             let watchers = broadcaster.send(Drained).await.ok()?;
             wait_idle(&watchers).await;
+            // Every event is observed: write the latest count of every open series.
+            for s in flush {
+                s.send(crate::series::FlushSeries).await.ok()?;
+            }
             Some(())
         };
         let completed = matches!(actix_rt::time::timeout(deadline, drain).await, Ok(Some(())));
@@ -480,14 +578,18 @@ impl Pipeline {
         for chain in &self.sinks {
             let _ = chain.correlator.send(StopCorrelator).await;
         }
+        for chain in &self.series {
+            let _ = chain.addr.send(crate::series::StopSeries).await;
+        }
         let Pipeline {
             stats,
             recorder_addr,
             broadcaster,
             sinks,
+            series,
             ..
         } = self;
-        drop((recorder_addr, broadcaster, sinks));
+        drop((recorder_addr, broadcaster, sinks, series));
         // Let the stopped actors (possibly on another arbiter) run their last poll.
         for round in 0..1_000 {
             if stats.live_actors.load(Ordering::Relaxed) == 0 {

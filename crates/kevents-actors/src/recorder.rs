@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::prelude::*;
 use futures_util::stream;
-use kevents_core::make::validate;
+use kevents_core::make::{validate, validate_parts};
 use kevents_core::{
-    EventFactory, EventType, InvalidEvent, Occurrence, Reference, SharedClock, Time,
+    EventFactory, EventType, InvalidEvent, ObjectReference, Occurrence, Reference, SharedClock,
+    Time,
 };
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
@@ -78,14 +79,91 @@ pub enum RecordError {
     /// The occurrence failed a client-side check; nothing was emitted.
     #[error(transparent)]
     Invalid(#[from] InvalidEvent),
+    /// An `events.k8s.io/v1` occurrence failed the server's rules, checked client-side
+    /// (section F); nothing was emitted.
+    #[error(transparent)]
+    InvalidV1(#[from] kevents_core::events::InvalidEventV1),
     /// The pipeline has been shut down (or its actors are gone).
     #[error("the event pipeline is shut down")]
     Shutdown,
 }
 
 /// One accepted occurrence with the instant it was recorded.
+// The core variant is the hot path and stays inline; the rarer (and larger) v1 event is boxed.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Item {
     Core(Time, Occurrence),
+    /// A plain `event` call on an `ObjectReference`, packed on the caller's thread into one
+    /// allocation (the Recorder actor unpacks it into the same [`Occurrence`]).
+    Packed(Time, PackedCore),
+    /// Built and validated at the call (boxed: keeps the intake's slots small).
+    EventsV1(Box<kevents_core::events::Event>),
+}
+
+/// The strings of a core/v1 call without annotations, in one buffer: the reference's
+/// fields, then the reason and the message.
+pub(crate) struct PackedCore {
+    buf: String,
+    ends: [u32; 9],
+    event_type: EventType,
+}
+
+impl PackedCore {
+    /// `None` if the strings do not fit the offsets (over 4 GiB; the general path takes it).
+    fn new(
+        r: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Option<Self> {
+        let parts: [&str; 9] = [
+            &r.kind,
+            &r.namespace,
+            &r.name,
+            &r.uid,
+            &r.api_version,
+            &r.resource_version,
+            &r.field_path,
+            reason,
+            message,
+        ];
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        u32::try_from(total).ok()?;
+        let mut buf = String::with_capacity(total);
+        let mut ends = [0u32; 9];
+        for (end, part) in ends.iter_mut().zip(parts) {
+            buf.push_str(part);
+            *end = buf.len() as u32;
+        }
+        Some(PackedCore {
+            buf,
+            ends,
+            event_type,
+        })
+    }
+
+    /// The occurrence the general path would have queued.
+    fn unpack(self) -> Occurrence {
+        let mut start = 0;
+        let mut next = |i: usize| {
+            let end = self.ends[i] as usize;
+            let s = self.buf[start..end].to_owned();
+            start = end;
+            s
+        };
+        let object = ObjectReference {
+            kind: next(0),
+            namespace: next(1),
+            name: next(2),
+            uid: next(3),
+            api_version: next(4),
+            resource_version: next(5),
+            field_path: next(6),
+        };
+        let reason = next(7);
+        let message = next(8);
+        Occurrence::new(object, self.event_type, reason, message)
+    }
 }
 
 enum IntakeTx {
@@ -138,6 +216,8 @@ pub(crate) struct IntakeShared {
     pub(crate) closed: AtomicBool,
     clock: SharedClock,
     stats: Arc<PipelineStats>,
+    /// How `events.k8s.io/v1` calls are routed (see `crate::series`).
+    pub(crate) v1: crate::series::V1Intake,
 }
 
 impl IntakeShared {
@@ -147,10 +227,109 @@ impl IntakeShared {
             closed: AtomicBool::new(false),
             clock,
             stats,
+            v1: crate::series::V1Intake::default(),
         }
     }
 
+    /// Sets how `events.k8s.io/v1` calls are routed.
+    pub(crate) fn with_v1(mut self, v1: crate::series::V1Intake) -> Self {
+        self.v1 = v1;
+        self
+    }
+
+    /// An `events.k8s.io/v1` call: built and validated here (the caller gets the error),
+    /// or routed to the core/v1 path when the API is not served.
+    pub(crate) fn submit_v1(
+        &self,
+        occ: kevents_core::events::OccurrenceV1,
+    ) -> Result<Emit, RecordError> {
+        let item = match self.v1_item(occ)? {
+            Ok(item) => item,
+            Err(core) => return self.submit_core(core),
+        };
+        let sent = match &self.tx.0 {
+            IntakeTx::Bounded(tx) => match tx.try_send(item) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::TrySendError::Full(_)) => Err(true),
+                Err(mpsc::error::TrySendError::Closed(_)) => Err(false),
+            },
+            IntakeTx::Unbounded(tx) => tx.send(item).map_err(|_| false),
+        };
+        let s = &self.stats.intake;
+        match sent {
+            Ok(()) => {
+                s.recorded.add(1);
+                Ok(Emit::Queued)
+            }
+            Err(true) => {
+                s.intake_full.add(1);
+                s.intake_full_log.record(1);
+                Ok(Emit::Dropped(DropReason::IntakeFull))
+            }
+            Err(false) => {
+                s.after_shutdown.add(1);
+                Err(RecordError::Shutdown)
+            }
+        }
+    }
+
+    /// [`IntakeShared::submit_v1`], waiting for room in the intake.
+    pub(crate) async fn submit_v1_wait(
+        &self,
+        occ: kevents_core::events::OccurrenceV1,
+    ) -> Result<(), RecordError> {
+        let item = match self.v1_item(occ)? {
+            Ok(item) => item,
+            Err(core) => return Box::pin(self.submit_wait(core)).await,
+        };
+        let sent = match &self.tx.0 {
+            IntakeTx::Bounded(tx) => tx.send(item).await.is_ok(),
+            IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
+        };
+        let s = &self.stats.intake;
+        if sent {
+            s.recorded.add(1);
+            Ok(())
+        } else {
+            s.after_shutdown.add(1);
+            Err(RecordError::Shutdown)
+        }
+    }
+
+    /// The intake item of a v1 call (`Ok`), or the core/v1 occurrence of the fallback
+    /// (`Err`). Counts refusals.
+    fn v1_item(
+        &self,
+        occ: kevents_core::events::OccurrenceV1,
+    ) -> Result<Result<Item, Occurrence>, RecordError> {
+        let s = &self.stats.intake;
+        if self.closed.load(Ordering::Acquire) {
+            s.after_shutdown.add(1);
+            return Err(RecordError::Shutdown);
+        }
+        match self.v1.route(self.clock.now(), occ) {
+            Ok(kevents_core::events::Route::EventsV1(e)) => Ok(Ok(Item::EventsV1(e))),
+            Ok(kevents_core::events::Route::CoreV1(core)) => Ok(Err(*core)),
+            Err(e) => {
+                s.invalid.add(1);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The core/v1 path proper (never redirected to events.k8s.io/v1).
+    fn submit_core(&self, occ: Occurrence) -> Result<Emit, RecordError> {
+        self.submit_inner(occ)
+    }
+
     fn submit(&self, occ: Occurrence) -> Result<Emit, RecordError> {
+        if let Some(action) = self.v1.core_calls_action() {
+            return self.submit_v1(kevents_core::events::from_core_occurrence(occ, action));
+        }
+        self.submit_inner(occ)
+    }
+
+    fn submit_inner(&self, occ: Occurrence) -> Result<Emit, RecordError> {
         let s = &self.stats.intake;
         if self.closed.load(Ordering::Acquire) {
             s.after_shutdown.add(1);
@@ -161,6 +340,38 @@ impl IntakeShared {
             return Err(e.into());
         }
         let item = Item::Core(self.clock.now(), occ);
+        self.send_item(item)
+    }
+
+    /// `event` on an `ObjectReference` without annotations: the same checks, clock reading
+    /// and intake as [`IntakeShared::submit`], with the strings copied into one allocation
+    /// instead of one per field (`None`: take the general path).
+    fn submit_packed(
+        &self,
+        r: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Option<Result<Emit, RecordError>> {
+        if self.v1.core_calls_action().is_some() {
+            return None;
+        }
+        let s = &self.stats.intake;
+        if self.closed.load(Ordering::Acquire) {
+            s.after_shutdown.add(1);
+            return Some(Err(RecordError::Shutdown));
+        }
+        if let Err(e) = validate_parts(event_type.as_str(), &r.namespace, &BTreeMap::new()) {
+            s.invalid.add(1);
+            return Some(Err(e.into()));
+        }
+        let packed = PackedCore::new(r, event_type, reason, message)?;
+        Some(self.send_item(Item::Packed(self.clock.now(), packed)))
+    }
+
+    /// Puts an item into the intake and counts the outcome.
+    fn send_item(&self, item: Item) -> Result<Emit, RecordError> {
+        let s = &self.stats.intake;
         let sent = match &self.tx.0 {
             IntakeTx::Bounded(tx) => match tx.try_send(item) {
                 Ok(()) => Ok(()),
@@ -187,6 +398,10 @@ impl IntakeShared {
     }
 
     async fn submit_wait(&self, occ: Occurrence) -> Result<(), RecordError> {
+        if let Some(action) = self.v1.core_calls_action() {
+            let v1 = kevents_core::events::from_core_occurrence(occ, action);
+            return self.submit_v1_wait(v1).await;
+        }
         let s = &self.stats.intake;
         if self.closed.load(Ordering::Acquire) {
             s.after_shutdown.add(1);
@@ -287,6 +502,86 @@ impl Recorder {
         }
     }
 
+    /// Records an `events.k8s.io/v1` occurrence (the general form of
+    /// [`eventf_v1`](Recorder::eventf_v1)): client-go `tools/events`
+    /// `Eventf(regarding, related, type, reason, action, note)`.
+    ///
+    /// Never blocks. The event is built and checked against the server's rules here (an
+    /// invalid one returns [`RecordError::InvalidV1`] and nothing is queued), stamped with the
+    /// recorder's clock and put into the same intake as core/v1 calls, with the same drop
+    /// accounting. When the pipeline was told that events.k8s.io/v1 is not served
+    /// ([`EventsV1Config::served`](crate::EventsV1Config::served)), the call goes down the
+    /// core/v1 correlator path instead, as client-go's adapter does. A
+    /// [`FakeRecorder`](crate::FakeRecorder) records the core/v1 form, with action and
+    /// related kept in annotations.
+    ///
+    /// ```
+    /// use kevents_actors::{Pipeline, SeriesSinkOptions};
+    /// use kevents_core::events::OccurrenceV1;
+    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use std::time::Duration;
+    ///
+    /// # actix::System::new().block_on(async {
+    /// let api = MemoryApiServer::new();
+    /// let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
+    ///     .series_sink("apiserver", api.clone(), SeriesSinkOptions::default())
+    ///     .start();
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// let occ = OccurrenceV1::new(pod, None, EventType::Normal, "Scheduled", "Binding", "bound");
+    /// assert!(pipeline.recorder().event_v1(occ).unwrap().is_queued());
+    /// pipeline.shutdown(Duration::from_secs(5)).await;
+    /// assert_eq!(api.list_v1()[0].action, "Binding");
+    /// # });
+    /// ```
+    pub fn event_v1(
+        &self,
+        occurrence: kevents_core::events::OccurrenceV1,
+    ) -> Result<Emit, RecordError> {
+        match &self.backend {
+            Backend::Pipeline(p) => p.submit_v1(occurrence),
+            Backend::Fake(f) => f.submit(kevents_core::events::to_core_occurrence(
+                occurrence,
+                kevents_core::events::CoreFallback::KeepInAnnotations,
+            )),
+        }
+    }
+
+    /// [`event_v1`](Recorder::event_v1), waiting for room in the intake instead of dropping.
+    pub async fn event_v1_wait(
+        &self,
+        occurrence: kevents_core::events::OccurrenceV1,
+    ) -> Result<(), RecordError> {
+        match &self.backend {
+            Backend::Pipeline(p) => p.submit_v1_wait(occurrence).await,
+            Backend::Fake(_) => self.event_v1(occurrence).map(|_| ()),
+        }
+    }
+
+    /// client-go `tools/events` `Eventf(regarding, related, eventtype, reason, action,
+    /// noteFmt, args...)`; use it through the [`eventf_v1!`](crate::eventf_v1) macro.
+    pub fn eventf_v1<R: Reference + ?Sized>(
+        &self,
+        regarding: &R,
+        related: Option<&dyn Reference>,
+        event_type: EventType,
+        reason: &str,
+        action: &str,
+        note: fmt::Arguments<'_>,
+    ) -> Result<Emit, RecordError> {
+        let regarding = self.reference(regarding)?;
+        let related = match related {
+            Some(r) => Some(self.reference(r)?),
+            None => None,
+        };
+        let note = match note.as_str() {
+            Some(s) => s.to_owned(),
+            None => fmt::format(note),
+        };
+        self.event_v1(kevents_core::events::OccurrenceV1::new(
+            regarding, related, event_type, reason, action, note,
+        ))
+    }
+
     /// client-go `Event(object, eventtype, reason, message)`.
     pub fn event<R: Reference + ?Sized>(
         &self,
@@ -295,6 +590,12 @@ impl Recorder {
         reason: &str,
         message: &str,
     ) -> Result<Emit, RecordError> {
+        if let Backend::Pipeline(p) = &self.backend
+            && let Some(r) = object.as_object_reference()
+            && let Some(res) = p.submit_packed(r, event_type, reason, message)
+        {
+            return res;
+        }
         let object = self.reference(object)?;
         self.emit(Occurrence::new(object, event_type, reason, message))
     }
@@ -377,6 +678,27 @@ impl Recorder {
 macro_rules! eventf {
     ($recorder:expr, $object:expr, $type:expr, $reason:expr, $($fmt:tt)+) => {
         $recorder.eventf($object, $type, $reason, ::std::format_args!($($fmt)+))
+    };
+}
+
+/// `eventf_v1!(recorder, regarding, related, type, reason, action, "note {}", args...)`:
+/// client-go `tools/events` `Eventf`. `related` is an `Option<&dyn Reference>`.
+///
+/// ```
+/// use kevents_actors::{eventf_v1, FakeRecorder};
+/// use kevents_core::{EventType, ObjectReference, Reference};
+/// let fake = FakeRecorder::new();
+/// let r = fake.recorder();
+/// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
+/// let node = ObjectReference::new("v1", "Node", "", "n1");
+/// eventf_v1!(r, &pod, Some(&node as &dyn Reference), EventType::Normal, "Scheduled", "Binding",
+///            "bound to {}", "n1").unwrap();
+/// assert_eq!(fake.events()[0].message, "bound to n1");
+/// ```
+#[macro_export]
+macro_rules! eventf_v1 {
+    ($recorder:expr, $regarding:expr, $related:expr, $type:expr, $reason:expr, $action:expr, $($fmt:tt)+) => {
+        $recorder.eventf_v1($regarding, $related, $type, $reason, $action, ::std::format_args!($($fmt)+))
     };
 }
 
@@ -485,6 +807,16 @@ impl StreamHandler<Vec<Item>> for RecorderActor {
         let mut records = Vec::with_capacity(items.len());
         for item in items {
             match item {
+                Item::Packed(at, p) => match self.factory.make(at, p.unpack()) {
+                    Ok(e) => records.push(Arc::new(Recorded::Core(e))),
+                    Err(_) => {
+                        self.stats.intake.invalid.add(1);
+                        self.stats
+                            .intake
+                            .made_invalid
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                },
                 Item::Core(at, occ) => match self.factory.make(at, occ) {
                     Ok(e) => records.push(Arc::new(Recorded::Core(e))),
                     // Checked at the call already; counted if the factory disagrees.
@@ -496,6 +828,7 @@ impl StreamHandler<Vec<Item>> for RecorderActor {
                             .fetch_add(1, Ordering::Relaxed);
                     }
                 },
+                Item::EventsV1(e) => records.push(Arc::new(Recorded::EventsV1(*e))),
             }
         }
         ctx.wait(

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,9 +12,10 @@ use std::time::Duration;
 use actix::WeakRecipient;
 use actix::prelude::*;
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use kevents_core::{Disposition, Event, EventSink, SinkError, WriteKind, WriteOutcome};
 
-use crate::message::DeliverySlot;
+use crate::message::{DeliverySlot, ReleasedSlots};
 use crate::stats::{PipelineStats, SinkStats};
 
 /// Which errors are retried.
@@ -132,23 +134,62 @@ impl RetryPolicy {
     }
 }
 
+/// A hash map keyed by short strings with a cheap (non-DoS-resistant) hash: keys are event
+/// names built by the recorder, not attacker-controlled input.
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// The `FxHash` function (rustc's): a multiply-rotate per word.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, b: u8) {
+        self.write(&[b]);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// A correlated event to write (from a correlator actor).
-#[derive(Message)]
-#[rtype(result = "()")]
 pub(crate) struct Write {
-    pub(crate) key: String,
+    pub(crate) key: Arc<str>,
     pub(crate) event: Event,
     pub(crate) patch: Option<Vec<u8>>,
     pub(crate) slot: DeliverySlot,
 }
 
-/// The end of a write, reported to the correlator: `stored` is the server's copy on success.
+/// Writes in the order the correlator made them (one mailbox hand-off per batch).
 #[derive(Message)]
 #[rtype(result = "()")]
+pub(crate) struct WriteBatch(pub(crate) Vec<Write>);
+
+/// The end of a write, reported to the correlator: `stored` is the server's copy on success.
 pub(crate) struct WriteDone {
-    pub(crate) key: String,
+    pub(crate) key: Arc<str>,
     pub(crate) stored: Option<Event>,
 }
+
+/// Ends of writes, in the order they happened, collected over one handler call of the sink.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct WriteDoneBatch(pub(crate) Vec<WriteDone>);
 
 /// Drop everything queued (counted as abandoned) and cancel writes in flight.
 #[derive(Message)]
@@ -158,7 +199,7 @@ pub(crate) struct Abandon;
 struct Job {
     event: Arc<Event>,
     patch: Option<Arc<[u8]>>,
-    _slot: DeliverySlot,
+    slot: DeliverySlot,
     attempts: u32,
     delay: Option<Duration>,
 }
@@ -184,10 +225,14 @@ pub(crate) struct SinkActor {
     rebuild: Option<SinkFactory>,
     retry: RetryPolicy,
     max_in_flight: usize,
-    keys: HashMap<String, KeyQueue>,
-    ready: VecDeque<String>,
+    keys: FastMap<Arc<str>, KeyQueue>,
+    ready: VecDeque<Arc<str>>,
     active: usize,
-    reply: Option<WeakRecipient<WriteDone>>,
+    reply: Option<WeakRecipient<WriteDoneBatch>>,
+    /// Ends of writes not yet reported (sent together at the end of each handler call).
+    done: Vec<WriteDone>,
+    /// Slots of finished writes, given back together at the end of each handler call.
+    released: ReleasedSlots,
     stats: Arc<SinkStats>,
     pstats: Arc<PipelineStats>,
     abandoned: bool,
@@ -201,7 +246,7 @@ impl SinkActor {
         rebuild: Option<SinkFactory>,
         retry: RetryPolicy,
         max_in_flight: usize,
-        reply: Option<WeakRecipient<WriteDone>>,
+        reply: Option<WeakRecipient<WriteDoneBatch>>,
         stats: Arc<SinkStats>,
         pstats: Arc<PipelineStats>,
     ) -> Self {
@@ -210,10 +255,12 @@ impl SinkActor {
             rebuild,
             retry,
             max_in_flight: max_in_flight.max(1),
-            keys: HashMap::new(),
+            keys: FastMap::default(),
             ready: VecDeque::new(),
             active: 0,
             reply,
+            done: Vec::new(),
+            released: ReleasedSlots::default(),
             stats,
             pstats,
             abandoned: false,
@@ -243,26 +290,37 @@ impl SinkActor {
             self.drive(key, ctx);
         }
         self.update_gauges();
+        self.report();
+    }
+
+    /// Reports the ends of writes to the correlator and gives their slots back (once per
+    /// handler call rather than once per write).
+    fn report(&mut self) {
+        self.released.release();
+        if self.done.is_empty() {
+            return;
+        }
+        let done = std::mem::take(&mut self.done);
+        if let Some(reply) = self.reply.as_ref().and_then(|r| r.upgrade()) {
+            reply.do_send(WriteDoneBatch(done));
+        }
     }
 
     /// Runs the (active) head job of `key` until it is spawned or settled.
-    fn drive(&mut self, key: String, ctx: &mut Context<Self>) {
+    fn drive(&mut self, key: Arc<str>, ctx: &mut Context<Self>) {
         loop {
             let Some(job) = self.keys.get_mut(&key).and_then(|q| q.jobs.front_mut()) else {
                 return;
             };
             job.attempts += 1;
             self.stats.attempts.add(1);
-            let fut = attempt(
-                Arc::clone(&self.sink),
-                Arc::clone(&job.event),
-                job.patch.clone(),
-                job.delay.take(),
-            );
-            let mut fut = AssertUnwindSafe(fut)
-                .catch_unwind()
-                .map(|r| r.map_err(|p| panic_message(&*p)))
-                .boxed();
+            let mut fut = match start_attempt(&self.sink, job) {
+                Started::Done(res) => match self.settle(&key, res, ctx) {
+                    Settle::Again => continue,
+                    Settle::Idle => return,
+                },
+                Started::Pending(fut) => fut,
+            };
             // In-memory sinks answer at once: settle without spawning.
             let res = match (&mut fut).now_or_never() {
                 Some(res) => res,
@@ -285,7 +343,7 @@ impl SinkActor {
     }
 
     /// Handles the result of one attempt of `key`'s head job.
-    fn settle(&mut self, key: &str, res: AttemptResult, ctx: &mut Context<Self>) -> Settle {
+    fn settle(&mut self, key: &Arc<str>, res: AttemptResult, ctx: &mut Context<Self>) -> Settle {
         if self.restarting || self.abandoned {
             return Settle::Idle;
         }
@@ -356,7 +414,7 @@ impl SinkActor {
         }
     }
 
-    fn give_up(&mut self, key: &str, exhausted_log: bool) {
+    fn give_up(&mut self, key: &Arc<str>, exhausted_log: bool) {
         self.stats.retry_exhausted.add(1);
         if exhausted_log {
             self.stats.retry_log.record(1);
@@ -366,24 +424,24 @@ impl SinkActor {
 
     /// Ends `key`'s head job: frees its slot, reports to the correlator, queues the key's
     /// next job.
-    fn finish(&mut self, key: &str, stored: Option<Event>) {
+    fn finish(&mut self, key: &Arc<str>, stored: Option<Event>) {
         let Some(q) = self.keys.get_mut(key) else {
             return;
         };
-        q.jobs.pop_front();
+        let key = Arc::clone(key);
+        if let Some(job) = q.jobs.pop_front() {
+            self.released.push(job.slot);
+        }
         q.active = false;
         self.active = self.active.saturating_sub(1);
         self.stats.queued.fetch_sub(1, Ordering::Relaxed);
         if q.jobs.is_empty() {
-            self.keys.remove(key);
+            self.keys.remove(&key);
         } else {
-            self.ready.push_back(key.to_owned());
+            self.ready.push_back(Arc::clone(&key));
         }
-        if let Some(reply) = self.reply.as_ref().and_then(|r| r.upgrade()) {
-            reply.do_send(WriteDone {
-                key: key.to_owned(),
-                stored,
-            });
+        if self.reply.is_some() {
+            self.done.push(WriteDone { key, stored });
         }
     }
 
@@ -391,6 +449,82 @@ impl SinkActor {
         self.restarting = true;
         self.stats.restarts.add(1);
         ctx.stop();
+    }
+}
+
+/// An attempt that either ended at once or goes on as a future.
+enum Started {
+    Done(AttemptResult),
+    Pending(BoxFuture<'static, AttemptResult>),
+}
+
+/// Wraps an attempt's future so that a panic inside the sink becomes an error (a restart).
+fn guarded(
+    fut: impl Future<Output = WriteOutcome> + Send + 'static,
+) -> BoxFuture<'static, AttemptResult> {
+    AssertUnwindSafe(fut)
+        .catch_unwind()
+        .map(|r| r.map_err(|p| panic_message(&*p)))
+        .boxed()
+}
+
+/// Starts one attempt of `job`. The common case (no sleep before it, nothing to strip from
+/// the event) calls the sink right here and polls its future once: a sink that answers at
+/// once (in-memory, a counting sink) costs no boxed future of ours. A panic in the call or
+/// in the poll is caught as in [`attempt`].
+fn start_attempt(sink: &Arc<dyn EventSink>, job: &mut Job) -> Started {
+    let delay = job.delay.take();
+    let is_patch = job.event.count > 1;
+    if delay.is_some() || (!is_patch && !job.event.metadata.resource_version.is_empty()) {
+        return Started::Pending(guarded(attempt(
+            Arc::clone(sink),
+            Arc::clone(&job.event),
+            job.patch.clone(),
+            delay,
+        )));
+    }
+    let event = &job.event;
+    let patch = job.patch.as_deref().unwrap_or_default();
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut first = if is_patch {
+            sink.patch(event, patch)
+        } else {
+            sink.create(event)
+        };
+        let ready = (&mut first).now_or_never();
+        (first, ready)
+    }));
+    let kind = if is_patch {
+        WriteKind::Patch
+    } else {
+        WriteKind::Create
+    };
+    match polled {
+        Err(p) => Started::Done(Err(panic_message(&*p))),
+        Ok((_, Some(Err(e)))) if is_patch && e.is_not_found() => {
+            Started::Pending(guarded(recreate(Arc::clone(sink), Arc::clone(event))))
+        }
+        Ok((_, Some(result))) => Started::Done(Ok(WriteOutcome { kind, result })),
+        Ok((first, None)) => {
+            let sink = Arc::clone(sink);
+            let event = Arc::clone(event);
+            Started::Pending(guarded(async move {
+                match first.await {
+                    Err(e) if is_patch && e.is_not_found() => recreate(sink, event).await,
+                    result => WriteOutcome { kind, result },
+                }
+            }))
+        }
+    }
+}
+
+/// The CREATE after a PATCH found nothing (client-go `recordEvent`).
+async fn recreate(sink: Arc<dyn EventSink>, event: Arc<Event>) -> WriteOutcome {
+    let mut e = (*event).clone();
+    e.metadata.resource_version.clear();
+    WriteOutcome {
+        kind: WriteKind::Recreate,
+        result: sink.create(&e).await,
     }
 }
 
@@ -487,10 +621,8 @@ impl Supervised for SinkActor {
     }
 }
 
-impl Handler<Write> for SinkActor {
-    type Result = ();
-
-    fn handle(&mut self, w: Write, ctx: &mut Context<Self>) {
+impl SinkActor {
+    fn enqueue(&mut self, w: Write) {
         if self.abandoned {
             self.stats.abandoned.add(1);
             return;
@@ -499,7 +631,7 @@ impl Handler<Write> for SinkActor {
         let job = Job {
             event: Arc::new(w.event),
             patch: w.patch.map(Arc::from),
-            _slot: w.slot,
+            slot: w.slot,
             attempts: 0,
             delay: None,
         };
@@ -508,9 +640,22 @@ impl Handler<Write> for SinkActor {
             None => {
                 let mut q = KeyQueue::default();
                 q.jobs.push_back(job);
-                self.keys.insert(w.key.clone(), q);
+                self.keys.insert(Arc::clone(&w.key), q);
                 self.ready.push_back(w.key);
             }
+        }
+    }
+}
+
+impl Handler<WriteBatch> for SinkActor {
+    type Result = ();
+
+    fn handle(&mut self, batch: WriteBatch, ctx: &mut Context<Self>) {
+        if self.reply.is_some() {
+            self.done.reserve(batch.0.len());
+        }
+        for w in batch.0 {
+            self.enqueue(w);
         }
         self.pump(ctx);
     }

@@ -16,6 +16,11 @@
 //! | `kevents_sink_attempts_total` | `sink` | requests made (including retries) |
 //! | `kevents_sink_restarts_total` | `sink` | supervisor restarts (panics, fatal errors) |
 //! | `kevents_queue_depth` (gauge) | `queue` = `intake` or `watcher:<name>` or `sink:<name>` | items waiting |
+//! | `kevents_series_evicted_total` | `sink`, `kind` = `singleton`, `series` | entries evicted because the series cache was full |
+//! | `kevents_series_writes_total` | `sink`, `reason` = `heartbeat`, `finish`, `flush` | series writes produced by the timers and the shutdown flush |
+//! | `kevents_series_counted_in_memory_total` | `sink` | repeats counted without a write |
+//! | `kevents_series_requests_total` | `sink`, `outcome` = `delivered`, `failed` | finished events.k8s.io/v1 writes |
+//! | `kevents_series_open`, `kevents_series_entries` (gauges) | `sink` | open series / tracked events now |
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -291,6 +296,8 @@ pub(crate) struct PipelineStats {
     pub(crate) watchers: Mutex<Vec<Arc<WatcherStats>>>,
     pub(crate) sinks: Mutex<Vec<Arc<SinkStats>>>,
     pub(crate) live_actors: AtomicU64,
+    /// Series sink chains (events.k8s.io/v1).
+    pub(crate) series: Mutex<Vec<Arc<crate::series::SeriesShared>>>,
 }
 
 impl PipelineStats {
@@ -300,7 +307,15 @@ impl PipelineStats {
             watchers: Mutex::new(Vec::new()),
             sinks: Mutex::new(Vec::new()),
             live_actors: AtomicU64::new(0),
+            series: Mutex::new(Vec::new()),
         }
+    }
+
+    pub(crate) fn add_series(&self, s: Arc<crate::series::SeriesShared>) {
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(s);
     }
 
     pub(crate) fn add_watcher(&self, w: Arc<WatcherStats>) {
@@ -347,6 +362,13 @@ impl PipelineStats {
             intake_depth: i.intake_depth(),
             watchers,
             sinks,
+            series: self
+                .series
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|s| s.snapshot())
+                .collect(),
         }
     }
 }
@@ -439,12 +461,19 @@ pub struct StatsSnapshot {
     pub watchers: Vec<WatcherSnapshot>,
     /// Per sink chain.
     pub sinks: Vec<SinkSnapshot>,
+    /// Per series sink chain (events.k8s.io/v1): writes, evictions, flushes.
+    pub series: Vec<crate::series::SeriesSnapshot>,
 }
 
 impl StatsSnapshot {
     /// The watcher registered under `name`.
     pub fn watcher(&self, name: &str) -> Option<&WatcherSnapshot> {
         self.watchers.iter().find(|w| w.name == name)
+    }
+
+    /// The series sink chain named `name`.
+    pub fn series_sink(&self, name: &str) -> Option<&crate::series::SeriesSnapshot> {
+        self.series.iter().find(|s| s.name == name)
     }
 
     /// The sink named `name`.

@@ -157,15 +157,24 @@ impl EventFactory {
 
 /// The client-side checks: type, namespace, annotations.
 pub fn validate(occ: &Occurrence) -> Result<(), InvalidEvent> {
-    if EventType::parse(&occ.event_type).is_none() {
-        return Err(InvalidEvent::Type(occ.event_type.clone()));
+    validate_parts(&occ.event_type, &occ.object.namespace, &occ.annotations)
+}
+
+/// [`validate`] on the parts it checks, for callers that have not built an [`Occurrence`]
+/// yet (the same checks, in the same order, with the same errors).
+pub fn validate_parts(
+    event_type: &str,
+    ns: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Result<(), InvalidEvent> {
+    if EventType::parse(event_type).is_none() {
+        return Err(InvalidEvent::Type(event_type.to_owned()));
     }
-    let ns = &occ.object.namespace;
     if !ns.is_empty() && !name::is_dns1123_label(ns) {
-        return Err(InvalidEvent::Namespace(ns.clone()));
+        return Err(InvalidEvent::Namespace(ns.to_owned()));
     }
     let mut total = 0;
-    for (k, v) in &occ.annotations {
+    for (k, v) in annotations {
         if !name::is_qualified_name(&k.to_ascii_lowercase()) {
             return Err(InvalidEvent::AnnotationKey(k.clone()));
         }

@@ -35,11 +35,22 @@ pub struct ReferenceError(pub String);
 pub trait Reference {
     /// The reference the event's `involvedObject` is set to.
     fn object_reference(&self) -> Result<ObjectReference, ReferenceError>;
+
+    /// `self` when it already is an [`ObjectReference`] (which always converts to itself):
+    /// lets a recorder copy the fields it needs without building a new reference first.
+    /// `None` by default.
+    fn as_object_reference(&self) -> Option<&ObjectReference> {
+        None
+    }
 }
 
 impl Reference for ObjectReference {
     fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
         Ok(self.clone())
+    }
+
+    fn as_object_reference(&self) -> Option<&ObjectReference> {
+        Some(self)
     }
 }
 

@@ -14,6 +14,10 @@ use serde::Deserialize;
 use crate::auth::AuthHeader;
 use crate::config::{ConfigError, HttpConfig};
 
+// `EventsV1Sink for HttpSink` (a child module: it shares the request and error plumbing).
+#[path = "events_v1.rs"]
+mod events_v1;
+
 /// Content type of the record package's patches.
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 

@@ -223,8 +223,10 @@ pub struct SimConfig {
     /// /api/v1/namespaces` or [`SimHandle::create_namespace`]); creating an event elsewhere
     /// is 404. `None`: every namespace exists.
     pub namespaces: Option<Vec<String>>,
-    /// Answer `GET /apis/events.k8s.io/v1` with 200 (the simulator does not implement
-    /// that API's endpoints; this only exercises discovery).
+    /// Serve `events.k8s.io/v1`: discovery (`GET /apis`, `GET /apis/events.k8s.io/v1`) and
+    /// `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]` with kube-apiserver 1.20.2's
+    /// behaviour (strict create validation, series merge on PATCH). Off: those paths answer
+    /// 404, as a server without the API.
     pub events_v1_served: bool,
     /// resourceVersion before the first write.
     pub initial_resource_version: u64,
@@ -244,12 +246,13 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// Like a fresh kube-apiserver: random admin and nobody tokens, and only the namespaces
-    /// `default`, `kube-system`, `kube-public` and `kube-node-lease`.
+    /// Like a fresh kube-apiserver 1.20: random admin and nobody tokens, only the namespaces
+    /// `default`, `kube-system`, `kube-public` and `kube-node-lease`, and `events.k8s.io/v1`
+    /// served.
     ///
     /// ```
     /// let c = kevents_sim::SimConfig::like_apiserver();
-    /// assert!(c.auth.is_some() && c.namespaces.is_some());
+    /// assert!(c.auth.is_some() && c.namespaces.is_some() && c.events_v1_served);
     /// ```
     pub fn like_apiserver() -> Self {
         SimConfig {
@@ -259,6 +262,7 @@ impl SimConfig {
                     .map(String::from)
                     .to_vec(),
             ),
+            events_v1_served: true,
             ..SimConfig::default()
         }
     }

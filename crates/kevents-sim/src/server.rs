@@ -586,6 +586,73 @@ fn route(
             lock(&shared.store).patch_event(ns, name, body)
         }
         (["api", "v1", "namespaces", _, "events", ..], _) => method_not_allowed(),
+        (["apis", "events.k8s.io", "v1", "namespaces", ns, "events"], &Method::POST)
+            if shared.events_v1_served =>
+        {
+            lock(&shared.store).create_event_v1(ns, body, &now)
+        }
+        (["apis", "events.k8s.io", "v1", "namespaces", ns, "events"], &Method::GET)
+            if shared.events_v1_served =>
+        {
+            lock(&shared.store).list_events_v1(Some(ns))
+        }
+        (["apis", "events.k8s.io", "v1", "events"], &Method::GET) if shared.events_v1_served => {
+            lock(&shared.store).list_events_v1(None)
+        }
+        (
+            [
+                "apis",
+                "events.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "events",
+                name,
+            ],
+            &Method::GET,
+        ) if shared.events_v1_served => lock(&shared.store).get_event_v1(ns, name),
+        (
+            [
+                "apis",
+                "events.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "events",
+                name,
+            ],
+            &Method::DELETE,
+        ) if shared.events_v1_served => lock(&shared.store).delete_event_v1(ns, name),
+        (
+            [
+                "apis",
+                "events.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "events",
+                name,
+            ],
+            &Method::PATCH,
+        ) if shared.events_v1_served => {
+            if !is_patch_type(content_type) {
+                return (
+                    415,
+                    status(
+                        415,
+                        "UnsupportedMediaType",
+                        "415: Unsupported Media Type",
+                        Some(json!({})),
+                    ),
+                );
+            }
+            lock(&shared.store).patch_event_v1(ns, name, body)
+        }
+        (["apis", "events.k8s.io", "v1", "namespaces", _, "events", ..], _)
+            if shared.events_v1_served =>
+        {
+            method_not_allowed()
+        }
         (["api", ..], _) => store::no_route(),
         // Outside /api the apiserver's mux answers in plain text.
         _ => (404, Value::String("404 page not found\n".into())),

@@ -6,6 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+// `/apis/events.k8s.io/v1` events (a child module: it shares the Status plumbing).
+#[path = "events_v1.rs"]
+mod events_v1;
+
 /// An HTTP answer: code and JSON body.
 pub(crate) type Reply = (u16, Value);
 
@@ -302,6 +306,8 @@ fn merge(target: &mut Value, patch: &Value) {
 #[derive(Debug)]
 pub(crate) struct Store {
     pub(crate) events: BTreeMap<(String, String), Value>,
+    /// `events.k8s.io/v1` events.
+    pub(crate) events_v1: BTreeMap<(String, String), Value>,
     pub(crate) namespaces: BTreeSet<String>,
     pub(crate) require_namespaces: bool,
     pub(crate) resource_version: u64,
@@ -311,6 +317,7 @@ impl Store {
     pub(crate) fn new(namespaces: Option<&[String]>, start_rv: u64) -> Self {
         Store {
             events: BTreeMap::new(),
+            events_v1: BTreeMap::new(),
             namespaces: namespaces
                 .map(|n| n.iter().cloned().collect())
                 .unwrap_or_default(),

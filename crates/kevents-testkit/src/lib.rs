@@ -19,6 +19,7 @@
 //! ```
 
 pub mod conformance;
+pub mod conformance_v1;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -14,6 +14,9 @@ use kevents_core::{EventType, ObjectReference};
 /// The components that report events, one recorder (and one correlator) each, as in a cluster.
 pub const COMPONENTS: [&str; 3] = ["kubelet", "deployment-controller", "replicaset-controller"];
 
+/// Length of the story in seconds: 30 minutes.
+pub const STORY_SECS: u64 = 1_800;
+
 /// One occurrence of the story.
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -43,9 +46,17 @@ fn pod(ns: &str, name: &str, container: Option<&str>) -> ObjectReference {
 pub fn story(namespace: &str) -> Vec<Step> {
     let ns = namespace;
     let mut steps = Vec::new();
-    let mut push = |at_secs, component, object: ObjectReference, event_type, reason, message: String| {
-        steps.push(Step { at_secs, component, object, event_type, reason, message });
-    };
+    let mut push =
+        |at_secs, component, object: ObjectReference, event_type, reason, message: String| {
+            steps.push(Step {
+                at_secs,
+                component,
+                object,
+                event_type,
+                reason,
+                message,
+            });
+        };
     let web_pod = "web-7d4c9b6f5-x2x7q";
     let api_pod = "api-5c8d7f9b4-k9m2p";
     let web = pod(ns, web_pod, Some("web"));
@@ -61,19 +72,60 @@ pub fn story(namespace: &str) -> Vec<Step> {
             break;
         }
         if restart == 0 {
-            push(t, 0, web.clone(), EventType::Normal, "Pulling", "Pulling image \"nginx:1.25\"".into());
-            push(t + 2, 0, web.clone(), EventType::Normal, "Pulled",
-                 "Successfully pulled image \"nginx:1.25\" in 1.873s".into());
+            push(
+                t,
+                0,
+                web.clone(),
+                EventType::Normal,
+                "Pulling",
+                "Pulling image \"nginx:1.25\"".into(),
+            );
+            push(
+                t + 2,
+                0,
+                web.clone(),
+                EventType::Normal,
+                "Pulled",
+                "Successfully pulled image \"nginx:1.25\" in 1.873s".into(),
+            );
         } else {
-            push(t, 0, web.clone(), EventType::Normal, "Pulled",
-                 "Container image \"nginx:1.25\" already present on machine".into());
+            push(
+                t,
+                0,
+                web.clone(),
+                EventType::Normal,
+                "Pulled",
+                "Container image \"nginx:1.25\" already present on machine".into(),
+            );
         }
-        push(t + 3, 0, web.clone(), EventType::Normal, "Created", "Created container web".into());
-        push(t + 3, 0, web.clone(), EventType::Normal, "Started", "Started container web".into());
+        push(
+            t + 3,
+            0,
+            web.clone(),
+            EventType::Normal,
+            "Created",
+            "Created container web".into(),
+        );
+        push(
+            t + 3,
+            0,
+            web.clone(),
+            EventType::Normal,
+            "Started",
+            "Started container web".into(),
+        );
         let mut b = t + 10;
         while b < (t + delay).min(1_790) {
-            push(b, 0, web.clone(), EventType::Warning, "BackOff",
-                 format!("Back-off restarting failed container web in pod {web_pod}_{ns}(uid-{web_pod})"));
+            push(
+                b,
+                0,
+                web.clone(),
+                EventType::Warning,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container web in pod {web_pod}_{ns}(uid-{web_pod})"
+                ),
+            );
             b += 10;
         }
         restart_at = t + delay;
@@ -85,14 +137,50 @@ pub fn story(namespace: &str) -> Vec<Step> {
     let mut t = 60u64;
     let mut pull_delay = 10u64;
     while t < 1_750 {
-        push(t, 0, api.clone(), EventType::Normal, "Pulling", format!("Pulling image \"{image}\""));
-        push(t + 1, 0, api.clone(), EventType::Warning, "Failed",
-             format!("Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": not found"));
-        push(t + 1, 0, api.clone(), EventType::Warning, "Failed", "Error: ErrImagePull".into());
+        push(
+            t,
+            0,
+            api.clone(),
+            EventType::Normal,
+            "Pulling",
+            format!("Pulling image \"{image}\""),
+        );
+        push(
+            t + 1,
+            0,
+            api.clone(),
+            EventType::Warning,
+            "Failed",
+            format!(
+                "Failed to pull image \"{image}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": not found"
+            ),
+        );
+        push(
+            t + 1,
+            0,
+            api.clone(),
+            EventType::Warning,
+            "Failed",
+            "Error: ErrImagePull".into(),
+        );
         let mut b = t + 10;
         while b < t + pull_delay {
-            push(b, 0, api.clone(), EventType::Normal, "BackOff", format!("Back-off pulling image \"{image}\""));
-            push(b, 0, api.clone(), EventType::Warning, "Failed", "Error: ImagePullBackOff".into());
+            push(
+                b,
+                0,
+                api.clone(),
+                EventType::Normal,
+                "BackOff",
+                format!("Back-off pulling image \"{image}\""),
+            );
+            push(
+                b,
+                0,
+                api.clone(),
+                EventType::Warning,
+                "Failed",
+                "Error: ImagePullBackOff".into(),
+            );
             b += 10;
         }
         t += pull_delay;
@@ -101,25 +189,53 @@ pub fn story(namespace: &str) -> Vec<Step> {
 
     // The autoscaler: the deployment is resized every minute and a half, and every scale-up
     // creates pods with new names, so messages are all different: similar events.
-    let deploy = ObjectReference::new("apps/v1", "Deployment", ns, "web").with_uid("uid-deploy-web");
-    let rs = ObjectReference::new("apps/v1", "ReplicaSet", ns, "web-7d4c9b6f5").with_uid("uid-rs-web");
+    let deploy =
+        ObjectReference::new("apps/v1", "Deployment", ns, "web").with_uid("uid-deploy-web");
+    let rs =
+        ObjectReference::new("apps/v1", "ReplicaSet", ns, "web-7d4c9b6f5").with_uid("uid-rs-web");
     let mut replicas = 3u32;
     for k in 0..18u64 {
         let t = 30 + k * 95;
-        let next = if k % 3 == 2 { replicas - 1 } else { replicas + 1 };
-        let verb = if next > replicas { "up" } else { "down" };
-        push(t, 1, deploy.clone(), EventType::Normal, "ScalingReplicaSet",
-             format!("Scaled {verb} replica set web-7d4c9b6f5 to {next}"));
-        if next > replicas {
-            push(t + 1, 2, rs.clone(), EventType::Normal, "SuccessfulCreate",
-                 format!("Created pod: web-7d4c9b6f5-{:05x}", 0x1f2e3 + k * 7919));
+        let next = if k % 3 == 2 {
+            replicas - 1
         } else {
-            push(t + 1, 2, rs.clone(), EventType::Normal, "SuccessfulDelete",
-                 format!("Deleted pod: web-7d4c9b6f5-{:05x}", 0x1f2e3 + (k - 1) * 7919));
+            replicas + 1
+        };
+        let verb = if next > replicas { "up" } else { "down" };
+        push(
+            t,
+            1,
+            deploy.clone(),
+            EventType::Normal,
+            "ScalingReplicaSet",
+            format!("Scaled {verb} replica set web-7d4c9b6f5 to {next}"),
+        );
+        if next > replicas {
+            push(
+                t + 1,
+                2,
+                rs.clone(),
+                EventType::Normal,
+                "SuccessfulCreate",
+                format!("Created pod: web-7d4c9b6f5-{:05x}", 0x1f2e3 + k * 7919),
+            );
+        } else {
+            push(
+                t + 1,
+                2,
+                rs.clone(),
+                EventType::Normal,
+                "SuccessfulDelete",
+                format!(
+                    "Deleted pod: web-7d4c9b6f5-{:05x}",
+                    0x1f2e3 + (k - 1) * 7919
+                ),
+            );
         }
         replicas = next;
     }
 
+    steps.retain(|s| s.at_secs <= STORY_SECS);
     steps.sort_by_key(|s| s.at_secs);
     steps
 }
@@ -133,9 +249,18 @@ mod tests {
         let s = story("demo");
         assert!(s.windows(2).all(|w| w[0].at_secs <= w[1].at_secs));
         assert!(s.last().unwrap().at_secs <= 1_800);
-        let backoffs = s.iter().filter(|x| x.reason == "BackOff" && x.object.name.starts_with("web")).count();
-        assert!(backoffs > 25, "the crash loop must outrun the spam filter's burst: {backoffs}");
+        let backoffs = s
+            .iter()
+            .filter(|x| x.reason == "BackOff" && x.object.name.starts_with("web"))
+            .count();
+        assert!(
+            backoffs > 25,
+            "the crash loop must outrun the spam filter's burst: {backoffs}"
+        );
         let creates = s.iter().filter(|x| x.reason == "SuccessfulCreate").count();
-        assert!(creates >= 10, "similar events must reach the aggregation threshold: {creates}");
+        assert!(
+            creates >= 10,
+            "similar events must reach the aggregation threshold: {creates}"
+        );
     }
 }

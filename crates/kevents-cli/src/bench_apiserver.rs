@@ -1,0 +1,166 @@
+//! `kevents bench apiserver`: workload `api` (type Warning) through the whole pipeline and the
+//! [`HttpSink`] to an apiserver, as in `docs/benchmarks.md` figure 5.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
+use kevents_core::{EventSource, EventType, Workload};
+use kevents_http::{HttpConfig, HttpSink};
+use kevents_sim::{SimConfig, Simulator};
+use serde_json::json;
+
+use crate::cluster::{KubeTarget, Totals, wait_idle};
+
+/// Options of `kevents bench apiserver`.
+#[derive(Args, Debug, Clone)]
+pub struct ApiserverArgs {
+    /// The apiserver's kubeconfig. Without it the embedded simulator is used.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, requires = "kubeconfig")]
+    pub context: Option<String>,
+    /// Namespace of the workload's objects and events (created with kubectl if missing).
+    #[arg(long, default_value = "bench")]
+    pub namespace: String,
+    /// Writes in flight at once across different events (`SinkOptions::max_in_flight`).
+    #[arg(long, default_value_t = 64)]
+    pub max_in_flight: usize,
+    /// Runs (one JSON line each).
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Keep the namespace's existing events (by default they are deleted first, so that the
+    /// read-back counts only this run's).
+    #[arg(long)]
+    pub keep_existing: bool,
+}
+
+/// Runs the benchmark and prints one JSON object per run.
+pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
+    actix::System::new().block_on(async move {
+        let sim;
+        let (sink, server) = match &args.kubeconfig {
+            Some(path) => {
+                let t = KubeTarget {
+                    kubeconfig: path.clone(),
+                    context: args.context.clone(),
+                };
+                t.ensure_namespace(&args.namespace)?;
+                let sink = t.sink().await?;
+                let version = sink
+                    .server_version()
+                    .await
+                    .map(|v| v.git_version)
+                    .unwrap_or_else(|e| format!("unknown ({e})"));
+                (sink, format!("kube-apiserver {version}"))
+            }
+            None => {
+                sim = Simulator::start(SimConfig::default())
+                    .await
+                    .context("starting the simulator")?;
+                let sink = HttpSink::new(
+                    HttpConfig::from_kubeconfig_yaml(&sim.kubeconfig(None, &args.namespace), None)
+                        .await?,
+                )?;
+                (sink, "simulator".to_owned())
+            }
+        };
+        for _ in 0..args.runs {
+            let result = run_once(&sink, &server, &args).await?;
+            println!("{result}");
+        }
+        Ok(())
+    })
+}
+
+/// Deletes every event of `namespace`; returns how many.
+async fn clear(sink: &HttpSink, namespace: &str) -> anyhow::Result<usize> {
+    let events = sink.list_events(namespace).await?;
+    for e in &events {
+        match sink.delete_event(namespace, &e.metadata.name).await {
+            Ok(()) => {}
+            Err(err) if err.is_not_found() => {}
+            Err(err) => return Err(err).context("deleting old events"),
+        }
+    }
+    Ok(events.len())
+}
+
+async fn run_once(
+    sink: &HttpSink,
+    server: &str,
+    args: &ApiserverArgs,
+) -> anyhow::Result<serde_json::Value> {
+    let deleted = if args.keep_existing {
+        0
+    } else {
+        clear(sink, &args.namespace).await?
+    };
+    let w = Workload::API;
+    let occurrences: Vec<_> = (0..w.n)
+        .map(|i| {
+            let mut o = w.occurrence(i, EventType::Warning);
+            o.object.namespace = args.namespace.clone();
+            o
+        })
+        .collect();
+    let pipeline = Pipeline::builder(EventSource::new("bench", "node"))
+        // The whole burst fits: nothing is lost, everything is counted if it were.
+        .intake(IntakePolicy::DropIfFull { capacity: w.n })
+        .sink(
+            "apiserver",
+            sink.clone(),
+            SinkOptions {
+                max_in_flight: args.max_in_flight,
+                delivery: WatcherPolicy::Backpressure { capacity: 1000 },
+                ..SinkOptions::default()
+            },
+        )
+        .start();
+    let recorder = pipeline.recorder();
+    let start = Instant::now();
+    let mut queued = 0u64;
+    for o in &occurrences {
+        if let Emit::Queued =
+            recorder.event(&o.object, EventType::Warning, &o.reason, &o.message)?
+        {
+            queued += 1;
+        }
+    }
+    let emit_secs = start.elapsed().as_secs_f64();
+    let idle = wait_idle(&[&pipeline], Duration::from_secs(300), |_| {}).await;
+    let seconds = start.elapsed().as_secs_f64();
+    let report = pipeline.shutdown(Duration::from_secs(30)).await;
+    let t = Totals::of([&report.stats]);
+    let stored = sink.list_events(&args.namespace).await?;
+    let sum_count: i64 = stored.iter().map(|e| i64::from(e.count)).sum();
+    let requests = t.requests();
+    let lost = report.stats.dropped_total() - t.spam_filtered;
+    Ok(json!({
+        "workload": w.name,
+        "server": server,
+        "max_in_flight": args.max_in_flight,
+        "occurrences": w.n,
+        "queued": queued,
+        "requests": requests,
+        "seconds": seconds,
+        "requests_per_s": requests as f64 / seconds,
+        "emit_seconds": emit_secs,
+        "idle": idle,
+        "created": t.created,
+        "patched": t.patched,
+        "recreated": t.recreated,
+        "retries": t.retries(),
+        "spam_filtered": t.spam_filtered,
+        "aggregated": t.aggregated,
+        "dropped": lost,
+        "failed": t.failed(),
+        "stored_events": stored.len(),
+        "sum_count": sum_count,
+        "deleted_before": deleted,
+        "accounting_ok": t.check(w.n as u64).is_ok(),
+    }))
+}

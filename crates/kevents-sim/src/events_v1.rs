@@ -1,0 +1,267 @@
+//! `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]` as kube-apiserver 1.20.2 answers
+//! it: strict validation on create (reference F4/F6, including 1.20's rule that an event about
+//! a cluster-scoped object must be in `kube-system`), 409 `AlreadyExists`, 404 on a PATCH of a
+//! missing event, strategic merge of the series on PATCH with 1.20's update validation (F7:
+//! the new object is compared with itself, so nothing is refused for being changed).
+//!
+//! The events live in their own map (a real apiserver stores both APIs together; the
+//! simulator does not convert between them).
+
+use kevents_core::events::{self, ClusterScopedRule, InvalidEventV1, validate_create};
+use serde_json::{Value, json};
+
+use super::{
+    FieldError, MISMATCH, Reply, Store, bad_request, go_quote, invalid, merge, name_details,
+    not_found, status, str_at,
+};
+
+/// The field error the apiserver reports for a client-side validation error.
+fn field_error(e: &InvalidEventV1) -> FieldError {
+    use InvalidEventV1 as I;
+    match e {
+        I::Type(t) => FieldError::invalid("type", t, "has invalid value"),
+        I::ReasonMissing => FieldError::required("reason", ""),
+        I::ReasonTooLong(_) => FieldError::too_long("reason", 128),
+        I::ActionMissing => FieldError::required("action", ""),
+        I::ActionTooLong(_) => FieldError::too_long("action", 128),
+        I::NoteTooLong(_) => FieldError::too_long("note", 1024),
+        I::ReportingController(c) if c.is_empty() => {
+            FieldError::required("reportingController", "")
+        }
+        I::ReportingController(c) => FieldError::invalid(
+            "reportingController",
+            c,
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        ),
+        I::ReportingInstanceMissing => FieldError::required("reportingInstance", ""),
+        I::ReportingInstanceTooLong(_) => FieldError::too_long("reportingInstance", 128),
+        I::Name(n) if n.is_empty() => {
+            FieldError::required("metadata.name", "name or generateName is required")
+        }
+        I::Name(n) => FieldError::invalid(
+            "metadata.name",
+            n,
+            "a DNS-1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        ),
+        I::Namespace(n) if n.is_empty() => FieldError::required("metadata.namespace", ""),
+        I::Namespace(n) => FieldError::invalid(
+            "metadata.namespace",
+            n,
+            "a DNS-1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+        ),
+        I::ClusterScopedNamespace { namespace, .. } => FieldError::invalid(
+            "involvedObject.namespace",
+            namespace,
+            "does not match event.namespace",
+        ),
+        I::EventTimeMissing => FieldError::required("eventTime", ""),
+        I::SeriesCount(c) => {
+            FieldError::invalid("series.count", &c.to_string(), "should be at least 2")
+        }
+        I::SeriesLastObservedTime => FieldError::required("series.lastObservedTime", ""),
+        I::Deprecated(f) => FieldError::invalid(f, "", "needs to be unset"),
+        I::AnnotationKey(k) => FieldError::invalid(
+            "metadata.annotations",
+            k,
+            "name part must consist of alphanumeric characters, '-', '_' or '.'",
+        ),
+        I::AnnotationsTooLarge(_) => FieldError::too_long("metadata.annotations", 262_144),
+        I::Immutable(f) => FieldError::invalid(f, "", "field is immutable"),
+    }
+}
+
+fn decode(body: &[u8]) -> Result<Value, Reply> {
+    match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(bad_request(
+            "the object provided is unrecognized (must be of type Event): json: cannot unmarshal into Go value of type Event",
+        )),
+        Err(e) => Err(bad_request(&format!(
+            "the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: {e}"
+        ))),
+    }
+}
+
+fn typed(v: &Value) -> Result<events::Event, Reply> {
+    serde_json::from_value(v.clone()).map_err(|e| {
+        bad_request(&format!(
+            "the object provided is unrecognized (must be of type Event): {e}"
+        ))
+    })
+}
+
+impl Store {
+    /// `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
+    pub(crate) fn create_event_v1(&mut self, url_ns: &str, body: &[u8], now: &str) -> Reply {
+        let mut ev = match decode(body) {
+            Ok(v) => v,
+            Err(r) => return r,
+        };
+        if !self.namespace_exists(url_ns) {
+            return not_found("namespaces", url_ns);
+        }
+        if let Value::Object(m) = &mut ev {
+            let meta = m
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(meta) = meta {
+                match meta.get("namespace").and_then(Value::as_str) {
+                    None | Some("") => {
+                        meta.insert("namespace".into(), url_ns.into());
+                    }
+                    Some(ns) if ns != url_ns => return bad_request(MISMATCH),
+                    Some(_) => {}
+                }
+            } else {
+                return bad_request("metadata is not an object");
+            }
+        }
+        let event = match typed(&ev) {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        let name = event.metadata.name.clone();
+        if let Err(e) = validate_create(&event, ClusterScopedRule::KubeSystemOnly) {
+            return invalid(&name, &[field_error(&e)]);
+        }
+        let key = (url_ns.to_owned(), name.clone());
+        if self.events_v1.contains_key(&key) {
+            return (
+                409,
+                status(
+                    409,
+                    "AlreadyExists",
+                    &format!("events.events.k8s.io \"{name}\" already exists"),
+                    Some(json!({"name": name, "group": "events.k8s.io", "kind": "events"})),
+                ),
+            );
+        }
+        let rv = self.next_rv();
+        if let Some(Value::Object(meta)) = ev.get_mut("metadata") {
+            meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+            meta.insert("resourceVersion".into(), rv.into());
+            meta.insert("creationTimestamp".into(), now.into());
+        }
+        if let Value::Object(m) = &mut ev {
+            m.insert("kind".into(), "Event".into());
+            m.insert("apiVersion".into(), events::API_VERSION.into());
+        }
+        self.events_v1.insert(key, ev.clone());
+        (201, ev)
+    }
+
+    /// `PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}`: strategic merge (the
+    /// series map merges key by key); 1.20 validates the result against itself, so only a
+    /// body that is no Event any more is refused.
+    pub(crate) fn patch_event_v1(&mut self, ns: &str, name: &str, patch: &[u8]) -> Reply {
+        let key = (ns.to_owned(), name.to_owned());
+        let Some(current) = self.events_v1.get(&key) else {
+            return (
+                404,
+                status(
+                    404,
+                    "NotFound",
+                    &format!("events.events.k8s.io \"{name}\" not found"),
+                    Some(json!({"name": name, "group": "events.k8s.io", "kind": "events"})),
+                ),
+            );
+        };
+        let patch: Value = match serde_json::from_slice(patch) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                return bad_request(
+                    "json: cannot unmarshal array into Go value of type map[string]interface {}",
+                );
+            }
+            Err(e) => return bad_request(&e.to_string()),
+        };
+        let mut updated = current.clone();
+        merge(&mut updated, &patch);
+        let current_rv = str_at(current, &["metadata", "resourceVersion"]);
+        let patch_rv = str_at(&patch, &["metadata", "resourceVersion"]);
+        if !patch_rv.is_empty() && patch_rv != current_rv {
+            return (
+                409,
+                status(
+                    409,
+                    "Conflict",
+                    &format!(
+                        "Operation cannot be fulfilled on events.events.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                    ),
+                    Some(name_details(name, "events")),
+                ),
+            );
+        }
+        if str_at(&updated, &["metadata", "name"]) != name {
+            return bad_request(&format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                str_at(&updated, &["metadata", "name"])
+            ));
+        }
+        if str_at(&updated, &["metadata", "namespace"]) != ns {
+            return bad_request(MISMATCH);
+        }
+        if let Err(e) = serde_json::from_value::<events::Event>(updated.clone()) {
+            let patch_text = patch.to_string();
+            return (
+                422,
+                status(
+                    422,
+                    "Invalid",
+                    &format!(
+                        " \"\" is invalid: patch: Invalid value: {}: {e}",
+                        go_quote(&patch_text)
+                    ),
+                    None,
+                ),
+            );
+        }
+        let rv = self.next_rv();
+        if let Some(Value::Object(meta)) = updated.get_mut("metadata") {
+            meta.insert("resourceVersion".into(), rv.into());
+        }
+        self.events_v1.insert(key, updated.clone());
+        (200, updated)
+    }
+
+    /// `GET .../events/{name}`.
+    pub(crate) fn get_event_v1(&self, ns: &str, name: &str) -> Reply {
+        match self.events_v1.get(&(ns.to_owned(), name.to_owned())) {
+            Some(e) => (200, e.clone()),
+            None => not_found("events.events.k8s.io", name),
+        }
+    }
+
+    /// `DELETE .../events/{name}`.
+    pub(crate) fn delete_event_v1(&mut self, ns: &str, name: &str) -> Reply {
+        match self.events_v1.remove(&(ns.to_owned(), name.to_owned())) {
+            Some(e) => (
+                200,
+                json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "group": "events.k8s.io", "kind": "events",
+                                "uid": str_at(&e, &["metadata", "uid"])},
+                }),
+            ),
+            None => not_found("events.events.k8s.io", name),
+        }
+    }
+
+    /// `GET .../events` (all namespaces for `None`).
+    pub(crate) fn list_events_v1(&self, ns: Option<&str>) -> Reply {
+        let items: Vec<Value> = self
+            .events_v1
+            .iter()
+            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
+            .map(|(_, v)| v.clone())
+            .collect();
+        (
+            200,
+            json!({
+                "kind": "EventList", "apiVersion": events::API_VERSION,
+                "metadata": {"resourceVersion": self.resource_version.to_string()},
+                "items": items,
+            }),
+        )
+    }
+}
