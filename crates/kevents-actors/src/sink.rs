@@ -453,6 +453,8 @@ impl SinkActor {
 }
 
 /// An attempt that either ended at once or goes on as a future.
+// A short-lived value on the stack: boxing the result would cost an allocation per write.
+#[allow(clippy::large_enum_variant)]
 enum Started {
     Done(AttemptResult),
     Pending(BoxFuture<'static, AttemptResult>),

@@ -186,7 +186,7 @@ fn pipeline_against_real_apiserver() {
 
         // A namespace that does not exist: 404, dropped, not retried.
         let before = settle(&p).await;
-        let ghost = ObjectReference::new("v1", "Pod", &unique("missing-ns"), "web");
+        let ghost = ObjectReference::new("v1", "Pod", unique("missing-ns"), "web");
         r.event(&ghost, EventType::Warning, "BackOff", "nowhere")
             .unwrap();
         let s = settle(&p).await;

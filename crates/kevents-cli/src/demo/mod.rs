@@ -295,7 +295,7 @@ fn progress(tty: bool, minute: u64, span: u64, emitted: u64, pipelines: &[Pipeli
     );
     if tty {
         eprint!("\r{line}");
-    } else if minute % 5 == 0 {
+    } else if minute.is_multiple_of(5) {
         eprintln!("{line}");
     }
 }
