@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use actix::prelude::*;
 use tokio::sync::OwnedSemaphorePermit;
 
+use kevents_core::EventFactory;
+
 use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
+use crate::recorder::{Item, build};
 use crate::stats::{PipelineStats, WatcherStats};
 
 /// How events reach one watcher. Both policies put a bounded queue in front of the watcher;
@@ -187,75 +190,93 @@ impl Lane {
 struct Distribution {
     watchers: Vec<Arc<WatcherEntry>>,
     lanes: Vec<Lane>,
-    items: std::vec::IntoIter<Arc<Recorded>>,
+    items: std::vec::IntoIter<Item>,
+    factory: Arc<EventFactory>,
+    stats: Arc<PipelineStats>,
     current: Option<(u64, Arc<Recorded>, usize)>,
     next_seq: u64,
     distributed: u64,
 }
 
 impl Distribution {
-    fn new(watchers: Vec<Arc<WatcherEntry>>, items: Vec<Arc<Recorded>>, next_seq: u64) -> Self {
+    fn new(
+        watchers: Vec<Arc<WatcherEntry>>,
+        items: Vec<Item>,
+        factory: Arc<EventFactory>,
+        stats: Arc<PipelineStats>,
+        next_seq: u64,
+    ) -> Self {
         let lanes = watchers.iter().map(|_| Lane::default()).collect();
         Distribution {
             watchers,
             lanes,
             items: items.into_iter(),
+            factory,
+            stats,
             current: None,
             next_seq,
             distributed: 0,
         }
     }
 
-    /// Offers one event to watcher `i`. `false` means "blocked": a backpressure watcher
-    /// without a free slot.
-    fn offer(&mut self, i: usize, seq: u64, record: &Arc<Recorded>) -> bool {
-        let w = &self.watchers[i];
-        let lane = &mut self.lanes[i];
-        if w.closed.load(Ordering::Relaxed) || !w.connected() {
-            w.closed.store(true, Ordering::Relaxed);
-            lane.dropped_closed += 1;
-            return true;
-        }
-        // This event and the ones still to come in this batch.
-        let remaining = self.items.len() + 1;
-        match lane.take_slot(w, remaining) {
-            Some(permit) => {
-                lane.deliver(w, seq, record, permit, remaining);
-                true
-            }
-            None => match w.stats.policy {
-                WatcherPolicy::DropIfFull { .. } => {
-                    lane.dropped_full += 1;
-                    true
-                }
-                WatcherPolicy::Backpressure { .. } => false,
-            },
-        }
-    }
-
     /// Runs until the batch is done (`None`) or a backpressure watcher has no free slot
     /// (`Some(index)`; `current` then points at it, and everything accepted so far has been
     /// sent so that the watchers can make progress).
+    ///
+    /// Each event is offered to every watcher in registration order and built the first
+    /// time one takes it (or waits for it): an event that every watcher drops is counted
+    /// per watcher and never built.
     fn run(&mut self) -> Option<usize> {
         loop {
-            let (seq, record, start) = match self.current.take() {
-                Some(c) => c,
+            let (seq, mut record, start, mut item) = match self.current.take() {
+                Some((seq, record, i)) => (seq, Some(record), i, None),
                 None => {
-                    let Some(record) = self.items.next() else {
+                    let Some(item) = self.items.next() else {
                         self.flush();
                         return None;
                     };
                     let seq = self.next_seq;
                     self.next_seq += 1;
                     self.distributed += 1;
-                    (seq, record, 0)
+                    (seq, None, 0, Some(item))
                 }
             };
+            // This event and the ones still to come in this batch.
+            let remaining = self.items.len() + 1;
             for i in start..self.watchers.len() {
-                if !self.offer(i, seq, &record) {
-                    self.current = Some((seq, record, i));
-                    self.flush();
-                    return Some(i);
+                let w = &self.watchers[i];
+                let lane = &mut self.lanes[i];
+                if w.closed.load(Ordering::Relaxed) || !w.connected() {
+                    w.closed.store(true, Ordering::Relaxed);
+                    lane.dropped_closed += 1;
+                    continue;
+                }
+                let permit = lane.take_slot(w, remaining);
+                if permit.is_none() && matches!(w.stats.policy, WatcherPolicy::DropIfFull { .. }) {
+                    lane.dropped_full += 1;
+                    continue;
+                }
+                if record.is_none() {
+                    record = item
+                        .take()
+                        .and_then(|it| build(&self.factory, it, &self.stats));
+                    if record.is_none() {
+                        // Unreachable in practice (checked at the call); counted as invalid,
+                        // not as distributed.
+                        self.distributed -= 1;
+                        break;
+                    }
+                }
+                let Some(r) = record.as_ref() else { break };
+                match permit {
+                    Some(p) => lane.deliver(w, seq, r, p, remaining),
+                    None => {
+                        if let Some(r) = record.take() {
+                            self.current = Some((seq, r, i));
+                        }
+                        self.flush();
+                        return Some(i);
+                    }
                 }
             }
         }
@@ -287,7 +308,7 @@ impl Distribution {
 /// Distribute these events (from the recorder actor).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(crate) struct Publish(pub(crate) Vec<Arc<Recorded>>);
+pub(crate) struct Publish(pub(crate) Vec<Item>, pub(crate) Arc<EventFactory>);
 
 /// Register a watcher; handled in order with `Publish`, so the watcher sees every event
 /// published after this message.
@@ -385,7 +406,13 @@ impl Handler<Publish> for Broadcaster {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) -> Self::Result {
-        let mut d = Distribution::new(self.watchers.clone(), msg.0, self.next_seq);
+        let mut d = Distribution::new(
+            self.watchers.clone(),
+            msg.0,
+            msg.1,
+            Arc::clone(&self.stats),
+            self.next_seq,
+        );
         if d.run().is_none() {
             self.finish(&mut d);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));

@@ -89,10 +89,11 @@ pub enum RecordError {
 }
 
 /// One accepted occurrence with the instant it was recorded.
-// The core variant is the hot path and stays inline; the rarer (and larger) v1 event is boxed.
-#[allow(clippy::large_enum_variant)]
+// The hot path (`Recorder::event` on an `ObjectReference`) is the packed variant, whose
+// strings live in one allocation; the general core/v1 occurrence and the v1 event are boxed,
+// which keeps the intake's slots small (an unbounded intake holding a burst stays compact).
 pub(crate) enum Item {
-    Core(Time, Occurrence),
+    Core(Time, Box<Occurrence>),
     /// A plain `event` call on an `ObjectReference`, packed on the caller's thread into one
     /// allocation (the Recorder actor unpacks it into the same [`Occurrence`]).
     Packed(Time, PackedCore),
@@ -339,7 +340,7 @@ impl IntakeShared {
             s.invalid.add(1);
             return Err(e.into());
         }
-        let item = Item::Core(self.clock.now(), occ);
+        let item = Item::Core(self.clock.now(), Box::new(occ));
         self.send_item(item)
     }
 
@@ -411,7 +412,7 @@ impl IntakeShared {
             s.invalid.add(1);
             return Err(e.into());
         }
-        let item = Item::Core(self.clock.now(), occ);
+        let item = Item::Core(self.clock.now(), Box::new(occ));
         let sent = match &self.tx.0 {
             IntakeTx::Bounded(tx) => tx.send(item).await.is_ok(),
             IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
@@ -717,7 +718,7 @@ pub(crate) struct StopRecorder;
 /// end; builds events in batches and publishes them, waiting for the broadcaster before
 /// taking more (so broadcaster backpressure reaches the intake).
 pub(crate) struct RecorderActor {
-    factory: EventFactory,
+    factory: Arc<EventFactory>,
     broadcaster: Addr<Broadcaster>,
     rx: Option<(IntakeRx, oneshot::Receiver<()>)>,
     close: Option<oneshot::Sender<()>>,
@@ -735,7 +736,7 @@ impl RecorderActor {
     ) -> Self {
         let (close_tx, close_rx) = oneshot::channel();
         RecorderActor {
-            factory,
+            factory: Arc::new(factory),
             broadcaster,
             rx: Some((rx, close_rx)),
             close: Some(close_tx),
@@ -794,6 +795,29 @@ impl Actor for RecorderActor {
     }
 }
 
+/// Builds the event of an accepted item (the broadcaster calls this for an event the first
+/// time a watcher takes it, so an event every watcher drops is never built). `None` if the
+/// factory refuses it (it cannot: the same checks passed at the call), counted as invalid.
+pub(crate) fn build(
+    factory: &EventFactory,
+    item: Item,
+    stats: &PipelineStats,
+) -> Option<Arc<Recorded>> {
+    let made = match item {
+        Item::Packed(at, p) => factory.make(at, p.unpack()),
+        Item::Core(at, occ) => factory.make(at, *occ),
+        Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),
+    };
+    match made {
+        Ok(e) => Some(Arc::new(Recorded::Core(e))),
+        Err(_) => {
+            stats.intake.invalid.add(1);
+            stats.intake.made_invalid.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
 impl StreamHandler<Vec<Item>> for RecorderActor {
     fn handle(&mut self, items: Vec<Item>, ctx: &mut Context<Self>) {
         self.stats
@@ -804,36 +828,9 @@ impl StreamHandler<Vec<Item>> for RecorderActor {
             .intake
             .intake_depth
             .set(self.stats.intake.intake_depth() as f64);
-        let mut records = Vec::with_capacity(items.len());
-        for item in items {
-            match item {
-                Item::Packed(at, p) => match self.factory.make(at, p.unpack()) {
-                    Ok(e) => records.push(Arc::new(Recorded::Core(e))),
-                    Err(_) => {
-                        self.stats.intake.invalid.add(1);
-                        self.stats
-                            .intake
-                            .made_invalid
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                },
-                Item::Core(at, occ) => match self.factory.make(at, occ) {
-                    Ok(e) => records.push(Arc::new(Recorded::Core(e))),
-                    // Checked at the call already; counted if the factory disagrees.
-                    Err(_) => {
-                        self.stats.intake.invalid.add(1);
-                        self.stats
-                            .intake
-                            .made_invalid
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                },
-                Item::EventsV1(e) => records.push(Arc::new(Recorded::EventsV1(*e))),
-            }
-        }
         ctx.wait(
             self.broadcaster
-                .send(Publish(records))
+                .send(Publish(items, Arc::clone(&self.factory)))
                 .into_actor(self)
                 .map(|res, _, _| {
                     if res.is_err() {
