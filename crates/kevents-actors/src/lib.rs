@@ -2,17 +2,17 @@
 //! actors with explicit, tested flow control.
 //!
 //! ```text
-//!  Recorder handle ──try_send──▶ [intake: bounded channel] ──▶ Recorder actor (builds events)
+//!  Recorder handle ──try_send──▶ [intake: bounded channel] ──▶ Recorder actor
 //!                                                                  │ Publish(batch), waits
 //!                                                                  ▼
 //!                                                             Broadcaster ──▶ per watcher: queue of
 //!                                                                  │          `capacity` slots
 //!                  ┌───────────────────────────┬───────────────────┤ (drop-if-full | backpressure)
-//!                  ▼                           ▼                   ▼
-//!           LoggingWatcher               your actors        Correlator actor ──Write──▶ Sink actor
-//!                                                                  ▲                (Supervisor;
-//!                                                                  └────WriteDone───  concurrent per
-//!                                                                                     event key)
+//!                  ▼                           ▼                   ▼ EventBatch
+//!           LoggingWatcher               your actors        Correlator actor ──WriteBatch──▶ Sink actor
+//!         (one EventMessage          (one EventMessage             ▲                   (Supervisor;
+//!          per event)                 per event)                   └──WriteDoneBatch──  concurrent per
+//!                                                                                       event key)
 //! ```
 //!
 //! * [`Recorder`]: the handle users call (`event`, [`eventf!`], `annotated_event`); it never
@@ -24,7 +24,7 @@
 //! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`stats`]).
 //! * [`FakeRecorder`] for users' unit tests.
 //!
-//! See `docs/semantics.md` for the delivery guarantees and `docs/actors.md` for the actors
+//! See `docs/semantics.md` for the delivery guarantees and `docs/architecture.md` for the actors
 //! and messages.
 //!
 //! ```
