@@ -248,30 +248,7 @@ impl IntakeShared {
             Ok(item) => item,
             Err(core) => return self.submit_core(core),
         };
-        let sent = match &self.tx.0 {
-            IntakeTx::Bounded(tx) => match tx.try_send(item) {
-                Ok(()) => Ok(()),
-                Err(mpsc::error::TrySendError::Full(_)) => Err(true),
-                Err(mpsc::error::TrySendError::Closed(_)) => Err(false),
-            },
-            IntakeTx::Unbounded(tx) => tx.send(item).map_err(|_| false),
-        };
-        let s = &self.stats.intake;
-        match sent {
-            Ok(()) => {
-                s.recorded.add(1);
-                Ok(Emit::Queued)
-            }
-            Err(true) => {
-                s.intake_full.add(1);
-                s.intake_full_log.record(1);
-                Ok(Emit::Dropped(DropReason::IntakeFull))
-            }
-            Err(false) => {
-                s.after_shutdown.add(1);
-                Err(RecordError::Shutdown)
-            }
-        }
+        self.send_item(item)
     }
 
     /// [`IntakeShared::submit_v1`], waiting for room in the intake.
@@ -283,18 +260,7 @@ impl IntakeShared {
             Ok(item) => item,
             Err(core) => return Box::pin(self.submit_wait(core)).await,
         };
-        let sent = match &self.tx.0 {
-            IntakeTx::Bounded(tx) => tx.send(item).await.is_ok(),
-            IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
-        };
-        let s = &self.stats.intake;
-        if sent {
-            s.recorded.add(1);
-            Ok(())
-        } else {
-            s.after_shutdown.add(1);
-            Err(RecordError::Shutdown)
-        }
+        self.send_item_wait(item).await
     }
 
     /// The intake item of a v1 call (`Ok`), or the core/v1 occurrence of the fallback
@@ -413,10 +379,16 @@ impl IntakeShared {
             return Err(e.into());
         }
         let item = Item::Core(self.clock.now(), Box::new(occ));
+        self.send_item_wait(item).await
+    }
+
+    /// Puts an item into the intake, waiting for room, and counts the outcome.
+    async fn send_item_wait(&self, item: Item) -> Result<(), RecordError> {
         let sent = match &self.tx.0 {
             IntakeTx::Bounded(tx) => tx.send(item).await.is_ok(),
             IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
         };
+        let s = &self.stats.intake;
         if sent {
             s.recorded.add(1);
             Ok(())

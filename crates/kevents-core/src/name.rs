@@ -85,7 +85,19 @@ pub fn is_qualified_name(s: &str) -> bool {
     {
         return false;
     }
-    let b = name.as_bytes();
+    is_qualified_name_part(name)
+}
+
+/// Whether `s` is the name part of a qualified name (what follows the optional prefix):
+/// 1-63 characters matching `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+///
+/// ```
+/// use kevents_core::name::is_qualified_name_part;
+/// assert!(is_qualified_name_part("My_name.1"));
+/// assert!(!is_qualified_name_part("example.com/x"));
+/// ```
+pub fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
         && b[0].is_ascii_alphanumeric()

@@ -5,7 +5,10 @@ use http::Method;
 use kevents_core::SinkError;
 use kevents_core::events::{self, EventsV1Sink, V1SinkFuture};
 
-use super::{Answer, Body, HttpSink, status_error};
+use super::{Answer, Body, HttpSink, decode_event_of, status_error};
+
+/// Path segments of the `events.k8s.io/v1` API.
+const EVENTS_V1: &[&str] = &["apis", "events.k8s.io", "v1"];
 
 impl HttpSink {
     /// `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]` (`/apis/events.k8s.io/v1/events`
@@ -15,15 +18,7 @@ impl HttpSink {
         namespace: &str,
         name: Option<&str>,
     ) -> Result<reqwest::Url, SinkError> {
-        let mut segs = vec!["apis", "events.k8s.io", "v1"];
-        if !namespace.is_empty() {
-            segs.extend(["namespaces", namespace]);
-        }
-        segs.push("events");
-        if let Some(n) = name {
-            segs.push(n);
-        }
-        self.url(&segs, None)
+        self.events_url_at(EVENTS_V1, namespace, name)
     }
 
     /// `GET` of one `events.k8s.io/v1` event.
@@ -71,29 +66,7 @@ impl HttpSink {
 
 /// A 2xx answer must carry an `events.k8s.io/v1` Event; anything else is the server's error.
 fn decode_event_v1(answer: Answer) -> Result<events::Event, SinkError> {
-    if !answer.status.is_success() {
-        return Err(status_error(&answer));
-    }
-    if answer.oversized {
-        return Err(SinkError::UnexpectedObject(
-            "response body exceeds the size limit".into(),
-        ));
-    }
-    let value: serde_json::Value = serde_json::from_slice(&answer.body)
-        .map_err(|e| SinkError::UnexpectedObject(format!("response is not JSON: {e}")))?;
-    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    let api = value
-        .get("apiVersion")
-        .and_then(|k| k.as_str())
-        .unwrap_or("");
-    if kind != "Event" || api != events::API_VERSION {
-        return Err(SinkError::UnexpectedObject(format!(
-            "expected an {} Event, got {api:?} kind {kind:?}",
-            events::API_VERSION
-        )));
-    }
-    serde_json::from_value(value)
-        .map_err(|e| SinkError::UnexpectedObject(format!("malformed Event: {e}")))
+    decode_event_of(answer, Some(events::API_VERSION))
 }
 
 /// `POST`/`PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]`: the event's JSON,
@@ -121,29 +94,18 @@ fn decode_event_v1(answer: Answer) -> Result<events::Event, SinkError> {
 /// ```
 impl EventsV1Sink for HttpSink {
     fn create_v1(&self, event: &events::Event) -> V1SinkFuture {
-        let this = self.clone();
-        let prepared = self
-            .events_v1_url(&event.metadata.namespace, None)
-            .and_then(|url| {
-                kevents_core::json::to_vec(event)
-                    .map(|body| (url, body))
-                    .map_err(|e| SinkError::Construction(e.to_string()))
-            });
-        Box::pin(async move {
-            let (url, body) = prepared?;
-            let answer = this.send(Method::POST, url, Body::Json(body)).await?;
-            decode_event_v1(answer)
-        })
+        let ns = &event.metadata.namespace;
+        self.create_at(EVENTS_V1, ns, event, Some(events::API_VERSION))
     }
 
     fn patch_v1(&self, event: &events::Event, patch: &[u8]) -> V1SinkFuture {
-        let this = self.clone();
-        let prepared = self.events_v1_url(&event.metadata.namespace, Some(&event.metadata.name));
-        let body = patch.to_vec();
-        Box::pin(async move {
-            let url = prepared?;
-            let answer = this.send(Method::PATCH, url, Body::Patch(body)).await?;
-            decode_event_v1(answer)
-        })
+        let meta = &event.metadata;
+        self.patch_at(
+            EVENTS_V1,
+            &meta.namespace,
+            &meta.name,
+            patch,
+            Some(events::API_VERSION),
+        )
     }
 }

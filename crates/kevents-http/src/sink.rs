@@ -1,5 +1,7 @@
 //! [`HttpSink`]: the [`EventSink`] that writes to a real apiserver.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +11,8 @@ use http::{HeaderName, HeaderValue, Method, StatusCode};
 use kevents_core::sink::{StatusCause, StatusDetails};
 use kevents_core::{Event, EventSink, SinkError, SinkFuture, Status};
 use reqwest::Url;
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthHeader;
 use crate::config::{ConfigError, HttpConfig};
@@ -17,6 +20,9 @@ use crate::config::{ConfigError, HttpConfig};
 // `EventsV1Sink for HttpSink` (a child module: it shares the request and error plumbing).
 #[path = "events_v1.rs"]
 mod events_v1;
+
+/// Path segments of the core/v1 API.
+const CORE_V1: &[&str] = &["api", "v1"];
 
 /// Content type of the record package's patches.
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -206,10 +212,15 @@ impl HttpSink {
         Ok(url)
     }
 
-    /// `/api/v1/namespaces/{ns}/events[/{name}]` (`/api/v1/events` for an empty namespace,
-    /// as client-go builds it).
-    fn events_url(&self, namespace: &str, name: Option<&str>) -> Result<Url, SinkError> {
-        let mut segs = vec!["api", "v1"];
+    /// `{prefix}/namespaces/{ns}/events[/{name}]` (`{prefix}/events` for an empty namespace,
+    /// as client-go builds it), for the API at path segments `prefix`.
+    fn events_url_at(
+        &self,
+        prefix: &[&str],
+        namespace: &str,
+        name: Option<&str>,
+    ) -> Result<Url, SinkError> {
+        let mut segs = prefix.to_vec();
         if !namespace.is_empty() {
             segs.extend(["namespaces", namespace]);
         }
@@ -220,32 +231,69 @@ impl HttpSink {
         self.url(&segs, None)
     }
 
-    /// The sink's own `create` with the event's namespace.
-    fn create_fut(&self, event: &Event) -> SinkFuture {
+    /// `/api/v1/namespaces/{ns}/events[/{name}]` (`/api/v1/events` for an empty namespace,
+    /// as client-go builds it).
+    fn events_url(&self, namespace: &str, name: Option<&str>) -> Result<Url, SinkError> {
+        self.events_url_at(CORE_V1, namespace, name)
+    }
+
+    /// `POST {prefix}/namespaces/{ns}/events` of `event`'s JSON, the answer decoded by
+    /// [`decode_event_of`] with `api_version`.
+    fn create_at<T, R>(
+        &self,
+        prefix: &[&str],
+        namespace: &str,
+        event: &T,
+        api_version: Option<&'static str>,
+    ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
+    where
+        T: Serialize + ?Sized,
+        R: DeserializeOwned + 'static,
+    {
         let this = self.clone();
-        let prepared = self
-            .events_url(&event.metadata.namespace, None)
-            .and_then(|url| {
-                kevents_core::json::to_vec(event)
-                    .map(|body| (url, body))
-                    .map_err(|e| SinkError::Construction(e.to_string()))
-            });
+        let prepared = self.events_url_at(prefix, namespace, None).and_then(|url| {
+            kevents_core::json::to_vec(event)
+                .map(|body| (url, body))
+                .map_err(|e| SinkError::Construction(e.to_string()))
+        });
         Box::pin(async move {
             let (url, body) = prepared?;
             let answer = this.send(Method::POST, url, Body::Json(body)).await?;
-            decode_event(answer)
+            decode_event_of(answer, api_version)
         })
     }
 
-    fn patch_fut(&self, event: &Event, patch: &[u8]) -> SinkFuture {
+    /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with the strategic-merge-patch bytes,
+    /// the answer decoded by [`decode_event_of`] with `api_version`.
+    fn patch_at<R>(
+        &self,
+        prefix: &[&str],
+        namespace: &str,
+        name: &str,
+        patch: &[u8],
+        api_version: Option<&'static str>,
+    ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
+    where
+        R: DeserializeOwned + 'static,
+    {
         let this = self.clone();
-        let prepared = self.events_url(&event.metadata.namespace, Some(&event.metadata.name));
+        let prepared = self.events_url_at(prefix, namespace, Some(name));
         let body = patch.to_vec();
         Box::pin(async move {
             let url = prepared?;
             let answer = this.send(Method::PATCH, url, Body::Patch(body)).await?;
-            decode_event(answer)
+            decode_event_of(answer, api_version)
         })
+    }
+
+    /// The sink's own `create` with the event's namespace.
+    fn create_fut(&self, event: &Event) -> SinkFuture {
+        self.create_at(CORE_V1, &event.metadata.namespace, event, None)
+    }
+
+    fn patch_fut(&self, event: &Event, patch: &[u8]) -> SinkFuture {
+        let meta = &event.metadata;
+        self.patch_at(CORE_V1, &meta.namespace, &meta.name, patch, None)
     }
 
     /// `GET` of one event.
@@ -498,6 +546,15 @@ impl EventSink for HttpSink {
 
 /// A 2xx answer must carry an Event; anything else is the server's error.
 fn decode_event(answer: Answer) -> Result<Event, SinkError> {
+    decode_event_of(answer, None)
+}
+
+/// A 2xx answer must carry an Event (of `api_version` when given: its `apiVersion` is checked
+/// too); anything else is the server's error.
+fn decode_event_of<T: DeserializeOwned>(
+    answer: Answer,
+    api_version: Option<&str>,
+) -> Result<T, SinkError> {
     if !answer.status.is_success() {
         return Err(status_error(&answer));
     }
@@ -509,10 +566,24 @@ fn decode_event(answer: Answer) -> Result<Event, SinkError> {
     let value: serde_json::Value = serde_json::from_slice(&answer.body)
         .map_err(|e| SinkError::UnexpectedObject(format!("response is not JSON: {e}")))?;
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    if kind != "Event" {
-        return Err(SinkError::UnexpectedObject(format!(
-            "expected an Event, got kind {kind:?}"
-        )));
+    match api_version {
+        None if kind != "Event" => {
+            return Err(SinkError::UnexpectedObject(format!(
+                "expected an Event, got kind {kind:?}"
+            )));
+        }
+        None => {}
+        Some(want) => {
+            let api = value
+                .get("apiVersion")
+                .and_then(|k| k.as_str())
+                .unwrap_or("");
+            if kind != "Event" || api != want {
+                return Err(SinkError::UnexpectedObject(format!(
+                    "expected an {want} Event, got {api:?} kind {kind:?}"
+                )));
+            }
+        }
     }
     serde_json::from_value(value)
         .map_err(|e| SinkError::UnexpectedObject(format!("malformed Event: {e}")))

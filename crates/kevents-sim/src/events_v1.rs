@@ -11,8 +11,8 @@ use kevents_core::events::{self, ClusterScopedRule, InvalidEventV1, validate_cre
 use serde_json::{Value, json};
 
 use super::{
-    FieldError, MISMATCH, Reply, Store, bad_request, go_quote, invalid, merge, name_details,
-    not_found, status, str_at,
+    FieldError, MISMATCH, Reply, Store, bad_request, check_patched, decode_event_body,
+    decode_patch, go_quote, invalid, list_reply, merge, not_found, stamp_created, status, str_at,
 };
 
 /// The field error the apiserver reports for a client-side validation error.
@@ -70,18 +70,6 @@ fn field_error(e: &InvalidEventV1) -> FieldError {
     }
 }
 
-fn decode(body: &[u8]) -> Result<Value, Reply> {
-    match serde_json::from_slice(body) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err(bad_request(
-            "the object provided is unrecognized (must be of type Event): json: cannot unmarshal into Go value of type Event",
-        )),
-        Err(e) => Err(bad_request(&format!(
-            "the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: {e}"
-        ))),
-    }
-}
-
 fn typed(v: &Value) -> Result<events::Event, Reply> {
     serde_json::from_value(v.clone()).map_err(|e| {
         bad_request(&format!(
@@ -93,7 +81,7 @@ fn typed(v: &Value) -> Result<events::Event, Reply> {
 impl Store {
     /// `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
     pub(crate) fn create_event_v1(&mut self, url_ns: &str, body: &[u8], now: &str) -> Reply {
-        let mut ev = match decode(body) {
+        let mut ev = match decode_event_body(body) {
             Ok(v) => v,
             Err(r) => return r,
         };
@@ -137,15 +125,7 @@ impl Store {
             );
         }
         let rv = self.next_rv();
-        if let Some(Value::Object(meta)) = ev.get_mut("metadata") {
-            meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
-            meta.insert("resourceVersion".into(), rv.into());
-            meta.insert("creationTimestamp".into(), now.into());
-        }
-        if let Value::Object(m) = &mut ev {
-            m.insert("kind".into(), "Event".into());
-            m.insert("apiVersion".into(), events::API_VERSION.into());
-        }
+        stamp_created(&mut ev, rv, now, events::API_VERSION);
         self.events_v1.insert(key, ev.clone());
         (201, ev)
     }
@@ -166,40 +146,14 @@ impl Store {
                 ),
             );
         };
-        let patch: Value = match serde_json::from_slice(patch) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                return bad_request(
-                    "json: cannot unmarshal array into Go value of type map[string]interface {}",
-                );
-            }
-            Err(e) => return bad_request(&e.to_string()),
+        let patch = match decode_patch(patch) {
+            Ok(v) => v,
+            Err(r) => return r,
         };
         let mut updated = current.clone();
         merge(&mut updated, &patch);
-        let current_rv = str_at(current, &["metadata", "resourceVersion"]);
-        let patch_rv = str_at(&patch, &["metadata", "resourceVersion"]);
-        if !patch_rv.is_empty() && patch_rv != current_rv {
-            return (
-                409,
-                status(
-                    409,
-                    "Conflict",
-                    &format!(
-                        "Operation cannot be fulfilled on events.events.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-                    ),
-                    Some(name_details(name, "events")),
-                ),
-            );
-        }
-        if str_at(&updated, &["metadata", "name"]) != name {
-            return bad_request(&format!(
-                "the name of the object ({}) does not match the name on the URL ({name})",
-                str_at(&updated, &["metadata", "name"])
-            ));
-        }
-        if str_at(&updated, &["metadata", "namespace"]) != ns {
-            return bad_request(MISMATCH);
+        if let Err(r) = check_patched(current, &patch, &updated, ns, name, "events.events.k8s.io") {
+            return r;
         }
         if let Err(e) = serde_json::from_value::<events::Event>(updated.clone()) {
             let patch_text = patch.to_string();
@@ -249,19 +203,11 @@ impl Store {
 
     /// `GET .../events` (all namespaces for `None`).
     pub(crate) fn list_events_v1(&self, ns: Option<&str>) -> Reply {
-        let items: Vec<Value> = self
-            .events_v1
-            .iter()
-            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
-            .map(|(_, v)| v.clone())
-            .collect();
-        (
-            200,
-            json!({
-                "kind": "EventList", "apiVersion": events::API_VERSION,
-                "metadata": {"resourceVersion": self.resource_version.to_string()},
-                "items": items,
-            }),
+        list_reply(
+            &self.events_v1,
+            ns,
+            events::API_VERSION,
+            self.resource_version,
         )
     }
 }

@@ -499,6 +499,19 @@ fn method_not_allowed() -> Reply {
     )
 }
 
+/// The 415 of a PATCH whose content type is no patch type.
+fn unsupported_media_type() -> Reply {
+    (
+        415,
+        status(
+            415,
+            "UnsupportedMediaType",
+            "415: Unsupported Media Type",
+            Some(json!({})),
+        ),
+    )
+}
+
 fn is_patch_type(ct: &str) -> bool {
     let ct = ct.split(';').next().unwrap_or("").trim();
     matches!(
@@ -573,15 +586,7 @@ fn route(
         }
         (["api", "v1", "namespaces", ns, "events", name], &Method::PATCH) => {
             if !is_patch_type(content_type) {
-                return (
-                    415,
-                    status(
-                        415,
-                        "UnsupportedMediaType",
-                        "415: Unsupported Media Type",
-                        Some(json!({})),
-                    ),
-                );
+                return unsupported_media_type();
             }
             lock(&shared.store).patch_event(ns, name, body)
         }
@@ -636,15 +641,7 @@ fn route(
             &Method::PATCH,
         ) if shared.events_v1_served => {
             if !is_patch_type(content_type) {
-                return (
-                    415,
-                    status(
-                        415,
-                        "UnsupportedMediaType",
-                        "415: Unsupported Media Type",
-                        Some(json!({})),
-                    ),
-                );
+                return unsupported_media_type();
             }
             lock(&shared.store).patch_event_v1(ns, name, body)
         }

@@ -150,14 +150,101 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     cur.as_str().unwrap_or("")
 }
 
-fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+/// An Event body of a create: a JSON object, else the apiserver's 400.
+fn decode_event_body(body: &[u8]) -> Result<Value, Reply> {
+    match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(bad_request(
+            "the object provided is unrecognized (must be of type Event): json: cannot unmarshal into Go value of type Event",
+        )),
+        Err(e) => Err(bad_request(&format!(
+            "the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: {e}"
+        ))),
+    }
+}
+
+/// A patch body: a JSON object, else the apiserver's 400.
+fn decode_patch(patch: &[u8]) -> Result<Value, Reply> {
+    match serde_json::from_slice(patch) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(bad_request(
+            "json: cannot unmarshal array into Go value of type map[string]interface {}",
+        )),
+        Err(e) => Err(bad_request(&e.to_string())),
+    }
+}
+
+/// What the server sets on a created event: `uid`, `resourceVersion`, `creationTimestamp`,
+/// `kind` and `apiVersion`.
+fn stamp_created(ev: &mut Value, rv: String, now: &str, api_version: &str) {
+    if let Some(Value::Object(meta)) = ev.get_mut("metadata") {
+        meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+        meta.insert("resourceVersion".into(), rv.into());
+        meta.insert("creationTimestamp".into(), now.into());
+    }
+    if let Value::Object(m) = ev {
+        m.insert("kind".into(), "Event".into());
+        m.insert("apiVersion".into(), api_version.into());
+    }
+}
+
+/// The checks of a PATCH of `resource` `ns`/`name` before validation: a stale
+/// `resourceVersion` in the patch (409 `Conflict`), a patched name or namespace (400).
+fn check_patched(
+    current: &Value,
+    patch: &Value,
+    updated: &Value,
+    ns: &str,
+    name: &str,
+    resource: &str,
+) -> Result<(), Reply> {
+    let current_rv = str_at(current, &["metadata", "resourceVersion"]);
+    let patch_rv = str_at(patch, &["metadata", "resourceVersion"]);
+    if !patch_rv.is_empty() && patch_rv != current_rv {
+        return Err((
+            409,
+            status(
+                409,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                ),
+                Some(name_details(name, "events")),
+            ),
+        ));
+    }
+    let new_name = str_at(updated, &["metadata", "name"]);
+    if new_name != name {
+        return Err(bad_request(&format!(
+            "the name of the object ({new_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if str_at(updated, &["metadata", "namespace"]) != ns {
+        return Err(bad_request(MISMATCH));
+    }
+    Ok(())
+}
+
+/// The `EventList` (of `api_version`) of the events of `ns` in `events` (all for `None`).
+fn list_reply(
+    events: &BTreeMap<(String, String), Value>,
+    ns: Option<&str>,
+    api_version: &str,
+    resource_version: u64,
+) -> Reply {
+    let items: Vec<Value> = events
+        .iter()
+        .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
+        .map(|(_, v)| v.clone())
+        .collect();
+    (
+        200,
+        json!({
+            "kind": "EventList", "apiVersion": api_version,
+            "metadata": {"resourceVersion": resource_version.to_string()},
+            "items": items,
+        }),
+    )
 }
 
 /// Legacy (core/v1) event validation, reference section F2-F5.
@@ -246,7 +333,7 @@ fn validate_event(ev: &Value) -> Vec<FieldError> {
             ));
         }
         let part = rc.rsplit('/').next().unwrap_or(rc);
-        if !is_qualified_name_part(part) {
+        if !kevents_core::name::is_qualified_name_part(part) {
             errs.push(FieldError::invalid(
                 "reportingController",
                 rc,
@@ -337,18 +424,9 @@ impl Store {
 
     /// `POST /api/v1/namespaces/{ns}/events`.
     pub(crate) fn create_event(&mut self, url_ns: &str, body: &[u8], now: &str) -> Reply {
-        let mut ev: Value = match serde_json::from_slice(body) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                return bad_request(
-                    "the object provided is unrecognized (must be of type Event): json: cannot unmarshal into Go value of type Event",
-                );
-            }
-            Err(e) => {
-                return bad_request(&format!(
-                    "the object provided is unrecognized (must be of type Event): couldn't get version/kind; json parse error: {e}"
-                ));
-            }
+        let mut ev = match decode_event_body(body) {
+            Ok(v) => v,
+            Err(r) => return r,
         };
         if !self.namespace_exists(url_ns) {
             return not_found("namespaces", url_ns);
@@ -390,15 +468,7 @@ impl Store {
             );
         }
         let rv = self.next_rv();
-        if let Some(Value::Object(meta)) = ev.get_mut("metadata") {
-            meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
-            meta.insert("resourceVersion".into(), rv.into());
-            meta.insert("creationTimestamp".into(), now.into());
-        }
-        if let Value::Object(m) = &mut ev {
-            m.insert("kind".into(), "Event".into());
-            m.insert("apiVersion".into(), "v1".into());
-        }
+        stamp_created(&mut ev, rv, now, "v1");
         self.events.insert(key, ev.clone());
         (201, ev)
     }
@@ -409,40 +479,14 @@ impl Store {
         let Some(current) = self.events.get(&key) else {
             return not_found("events", name);
         };
-        let patch: Value = match serde_json::from_slice(patch) {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(_) => {
-                return bad_request(
-                    "json: cannot unmarshal array into Go value of type map[string]interface {}",
-                );
-            }
-            Err(e) => return bad_request(&e.to_string()),
+        let patch = match decode_patch(patch) {
+            Ok(v) => v,
+            Err(r) => return r,
         };
         let mut updated = current.clone();
         merge(&mut updated, &patch);
-        let current_rv = str_at(current, &["metadata", "resourceVersion"]);
-        let patch_rv = str_at(&patch, &["metadata", "resourceVersion"]);
-        if !patch_rv.is_empty() && patch_rv != current_rv {
-            return (
-                409,
-                status(
-                    409,
-                    "Conflict",
-                    &format!(
-                        "Operation cannot be fulfilled on events \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-                    ),
-                    Some(name_details(name, "events")),
-                ),
-            );
-        }
-        let new_name = str_at(&updated, &["metadata", "name"]);
-        if new_name != name {
-            return bad_request(&format!(
-                "the name of the object ({new_name}) does not match the name on the URL ({name})"
-            ));
-        }
-        if str_at(&updated, &["metadata", "namespace"]) != ns {
-            return bad_request(MISMATCH);
+        if let Err(r) = check_patched(current, &patch, &updated, ns, name, "events") {
+            return r;
         }
         if let Err(e) = serde_json::from_value::<kevents_core::Event>(updated.clone()) {
             let patch_text = patch.to_string();
@@ -498,20 +542,7 @@ impl Store {
 
     /// `GET .../events` (all namespaces for `None`). Not paginated: `continue` is never set.
     pub(crate) fn list_events(&self, ns: Option<&str>) -> Reply {
-        let items: Vec<Value> = self
-            .events
-            .iter()
-            .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
-            .map(|(_, v)| v.clone())
-            .collect();
-        (
-            200,
-            json!({
-                "kind": "EventList", "apiVersion": "v1",
-                "metadata": {"resourceVersion": self.resource_version.to_string()},
-                "items": items,
-            }),
-        )
+        list_reply(&self.events, ns, "v1", self.resource_version)
     }
 
     pub(crate) fn create_namespace(&mut self, body: &[u8], now: &str) -> Reply {
