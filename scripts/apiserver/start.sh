@@ -239,6 +239,21 @@ if ! out=$(curl -sS --max-time 5 --cacert "$CA" -H "Authorization: Bearer $ADMIN
     exit 1
 fi
 
+# /readyz turns ok before the bootstrap controller has created the system namespaces;
+# tests write events into "default" right away, so wait for it (and kube-system) too.
+ns_deadline=$((SECONDS + TIMEOUT))
+for ns in default kube-system; do
+    until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$CA" \
+              -H "Authorization: Bearer $ADMIN_TOKEN" "$URL/api/v1/namespaces/$ns")" = 200 ]; do
+        if [ "$SECONDS" -ge "$ns_deadline" ]; then
+            log "namespace $ns was not created within ${TIMEOUT}s; log tail ($DIR/apiserver.log):"
+            tail -n 40 "$DIR/apiserver.log" >&2 || true
+            exit 1
+        fi
+        sleep 0.1
+    done
+done
+
 # ----------------------------------------------------------- outputs
 write_kubeconfig() {
     local file=$1 user=$2 token=$3
