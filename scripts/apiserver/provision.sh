@@ -234,6 +234,8 @@ log "cache directory: $CACHE"
 
 # Runtime tools (cheap when already installed).
 ensure_tools "etcd openssl curl flock" etcd-server openssl curl ca-certificates util-linux
+# Tests run `kubectl describe`; the machine image ships kubectl, Debian's client is the fallback.
+ensure_tools "kubectl" kubernetes-client
 
 if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ]; then
     # Prefer the version apt knows about (no network needed); on a machine
