@@ -61,7 +61,9 @@ pub enum AggregatePop {
 pub struct CorrelatorOptions {
     /// Size of each of the three LRU caches (0: 4096).
     pub lru_cache_size: i64,
-    /// Spam filter burst (0: 25).
+    /// Spam filter burst (0: 25). The bucket is capped so that `burst / qps` stays below
+    /// about 146 years (governor keeps that span in u64 nanoseconds); with client-go's qps
+    /// that still allows 15 million tokens.
     pub burst_size: i32,
     /// Spam filter refill rate in tokens per second (0: 1/300).
     pub qps: f32,

@@ -32,6 +32,8 @@ enum Policy {
 // Periods beyond this are treated as "never refills within any realistic run" (governor keeps
 // time in u64 nanoseconds; 100 years keeps every sum far from overflow).
 const MAX_PERIOD: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+// Largest `period * burst` handed to governor (about 146 years, a quarter of u64 nanoseconds).
+const MAX_BUCKET_SPAN_NANOS: u64 = u64::MAX / 4;
 
 pub(crate) struct SpamFilter {
     policy: Policy,
@@ -57,9 +59,18 @@ impl SpamFilter {
                 .unwrap_or(MAX_PERIOD)
                 .min(MAX_PERIOD);
             let period = period.max(Duration::from_nanos(1));
+            // governor keeps `period * burst` in u64 nanoseconds; a huge burst (2^30 to switch
+            // the filter off) would overflow it. Past MAX_BUCKET_SPAN the bucket holds more
+            // tokens than can refill in 146 years, so capping the burst there changes nothing
+            // observable within a process's lifetime but the tokens of the first burst.
+            let period_ns = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
+            let max_burst = (MAX_BUCKET_SPAN_NANOS / period_ns).clamp(1, u64::from(u32::MAX));
+            let burst = u64::from(burst.unsigned_abs()).min(max_burst);
             match (
                 Quota::with_period(period),
-                std::num::NonZeroU32::new(burst.unsigned_abs()),
+                u32::try_from(burst)
+                    .ok()
+                    .and_then(std::num::NonZeroU32::new),
             ) {
                 (Some(q), Some(b)) => Policy::Limited(q.allow_burst(b)),
                 _ => Policy::AllowAll,

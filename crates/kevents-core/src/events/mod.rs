@@ -2,7 +2,8 @@
 //! from core/v1, recorder-side construction (`Eventf(regarding, related, type, reason, action,
 //! note)`), client-side validation with the server's rules, client-go 1.27+ event series as
 //! a bounded state machine ([`SeriesCache`]), the fallback bridge between the two APIs, and the
-//! [`EventsV1Sink`] trait. See `docs/events-v1.md`.
+//! [`EventsV1Sink`] trait, and client-go's `GetFieldSelector` ([`field_selector`]). See
+//! `docs/events-v1.md`.
 //!
 //! How a pipeline drives it:
 //!
@@ -37,6 +38,7 @@
 mod bridge;
 mod make;
 mod model;
+mod selector;
 mod series;
 mod sink;
 mod validate;
@@ -50,6 +52,7 @@ pub use bridge::{
 };
 pub use make::{ClusterScopedNamespace, EventFactoryV1, OccurrenceV1, Reporter, hostname};
 pub use model::{API_VERSION, Event, EventSeries, series_patch};
+pub use selector::{UnknownEventsVersion, field_selector};
 pub use series::{
     DEFAULT_MAX_ENTRIES, FINISH_AFTER, HEARTBEAT, Observed, SeriesCache, SeriesOptions,
     SeriesStats, Step, Write, WriteReason, classify,
