@@ -103,6 +103,32 @@ fn status_of(e: &SinkError) -> Result<&kevents_core::Status, String> {
     }
 }
 
+/// Expects `result` to be a `Status` failure with `code` and `reason`, and returns the error
+/// so the caller can check its details and classification. Shared by the core/v1 and
+/// events.k8s.io/v1 suites.
+pub(crate) fn expect_status<T: std::fmt::Debug>(
+    result: Result<T, SinkError>,
+    code: u16,
+    reason: &str,
+) -> Result<SinkError, String> {
+    match result {
+        Ok(stored) => Err(format!(
+            "expected {code} {reason}, the server stored {stored:?}"
+        )),
+        Err(SinkError::Status(s)) => {
+            ensure!(
+                s.code == code && s.reason == reason,
+                "expected {code} {reason}, got {} {}: {}",
+                s.code,
+                s.reason,
+                s.message
+            );
+            Ok(SinkError::Status(s))
+        }
+        Err(other) => Err(format!("expected {code} {reason}, got {other:?}")),
+    }
+}
+
 /// Create answers 201 with the event as stored: fields kept, uid and resourceVersion set.
 pub async fn create_stores_fields(t: &Target) -> Outcome {
     let at = start_time();
@@ -217,19 +243,8 @@ pub async fn patch_updates_count(t: &Target) -> Outcome {
 pub async fn patch_missing_is_not_found(t: &Target) -> Outcome {
     let mut e = event_for(pod(&unique("missing")), "X", "m", start_time())?;
     e.count = 2;
-    let err = t
-        .admin
-        .patch(&e, br#"{"count":2}"#)
-        .await
-        .err()
-        .ok_or("PATCH of a missing event succeeded")?;
+    let err = expect_status(t.admin.patch(&e, br#"{"count":2}"#).await, 404, "NotFound")?;
     let s = status_of(&err)?;
-    ensure!(
-        s.code == 404 && s.reason == "NotFound",
-        "got {} {}",
-        s.code,
-        s.reason
-    );
     let d = s.details.clone().unwrap_or_default();
     ensure!(
         d.name == e.metadata.name && d.kind == "events",
@@ -251,19 +266,8 @@ pub async fn duplicate_create_already_exists(t: &Target) -> Outcome {
         .create(&e)
         .await
         .map_err(|e| format!("first create: {e}"))?;
-    let err = t
-        .admin
-        .create(&e)
-        .await
-        .err()
-        .ok_or("duplicate create succeeded")?;
+    let err = expect_status(t.admin.create(&e).await, 409, "AlreadyExists")?;
     let s = status_of(&err)?;
-    ensure!(
-        s.code == 409 && s.reason == "AlreadyExists",
-        "got {} {}",
-        s.code,
-        s.reason
-    );
     ensure!(
         s.message == format!("events \"{}\" already exists", e.metadata.name),
         "message {:?}",
@@ -281,19 +285,8 @@ pub async fn duplicate_create_already_exists(t: &Target) -> Outcome {
 pub async fn namespace_mismatch_is_invalid(t: &Target) -> Outcome {
     let mut e = event_for(pod(&unique("mismatch")), "X", "m", start_time())?;
     e.involved_object.namespace = "other".into();
-    let err = t
-        .admin
-        .create(&e)
-        .await
-        .err()
-        .ok_or("mismatched event was accepted")?;
+    let err = expect_status(t.admin.create(&e).await, 422, "Invalid")?;
     let s = status_of(&err)?;
-    ensure!(
-        s.code == 422 && s.reason == "Invalid",
-        "got {} {}",
-        s.code,
-        s.reason
-    );
     let d = s.details.clone().unwrap_or_default();
     ensure!(
         d.kind == "Event" && d.name == e.metadata.name,
@@ -332,19 +325,8 @@ pub async fn missing_namespace_is_not_found(t: &Target) -> Outcome {
     let mut object = pod("p");
     object.namespace = ns.clone();
     let e = event_for(object, "X", "m", start_time())?;
-    let err = t
-        .admin
-        .create(&e)
-        .await
-        .err()
-        .ok_or("event in a missing namespace was accepted")?;
+    let err = expect_status(t.admin.create(&e).await, 404, "NotFound")?;
     let s = status_of(&err)?;
-    ensure!(
-        s.code == 404 && s.reason == "NotFound",
-        "got {} {}",
-        s.code,
-        s.reason
-    );
     let d = s.details.clone().unwrap_or_default();
     ensure!(d.kind == "namespaces" && d.name == ns, "details {d:?}");
     ensure!(
@@ -362,19 +344,8 @@ pub async fn missing_namespace_is_not_found(t: &Target) -> Outcome {
 /// A token without RBAC rights: 403 Forbidden Status, dropped (not retried), not quiet.
 pub async fn forbidden_token_is_dropped(t: &Target) -> Outcome {
     let e = event_for(pod(&unique("nobody")), "X", "m", start_time())?;
-    let err = t
-        .nobody
-        .create(&e)
-        .await
-        .err()
-        .ok_or("nobody could create an event")?;
+    let err = expect_status(t.nobody.create(&e).await, 403, "Forbidden")?;
     let s = status_of(&err)?;
-    ensure!(
-        s.code == 403 && s.reason == "Forbidden",
-        "got {} {}",
-        s.code,
-        s.reason
-    );
     ensure!(
         s.message
             == "events is forbidden: User \"nobody\" cannot create resource \"events\" in API group \"\" in the namespace \"default\"",

@@ -68,20 +68,7 @@ fn micros(t: Option<Time>) -> Option<i64> {
 
 /// Expects a `Status` failure with `code` and `reason`.
 fn expect_status(r: Result<events::Event, SinkError>, code: u16, reason: &str) -> Outcome {
-    match r {
-        Ok(e) => Err(format!("expected {code} {reason}, the server stored {e:?}")),
-        Err(SinkError::Status(s)) => {
-            ensure!(
-                s.code == code && s.reason == reason,
-                "expected {code} {reason}, got {} {}: {}",
-                s.code,
-                s.reason,
-                s.message
-            );
-            Ok(())
-        }
-        Err(other) => Err(format!("expected {code} {reason}, got {other:?}")),
-    }
+    crate::conformance::expect_status(r, code, reason).map(drop)
 }
 
 /// Discovery lists `events.k8s.io/v1`.
