@@ -51,25 +51,35 @@
 //! }
 //! ```
 
-mod broadcaster;
-mod correlator;
-mod fake;
-mod logging;
+// Bottom: vocabulary and messages every stage shares.
+mod clock;
+mod fast_map;
 mod message;
-mod pipeline;
-mod recorder;
-mod series;
-mod sink;
+mod policy;
 pub mod stats;
+mod telemetry;
+// Flow control and the registry of what exists.
+mod queue;
+mod registry;
+// The stages, in the order an event passes them.
+mod broadcaster;
+mod core_v1;
+mod events_v1;
+mod logging;
+mod recorder;
+mod writer;
+// Top: the builder and the running pipeline.
+mod pipeline;
 
-pub use broadcaster::{WatcherId, WatcherPolicy};
-pub use fake::{FakeEvent, FakeRecorder};
+pub use broadcaster::WatcherId;
+pub use clock::TokioClock;
+pub use core_v1::{SinkFactory, SinkOptions};
+pub use events_v1::SeriesSinkOptions;
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
-pub use pipeline::{
-    Pipeline, PipelineBuilder, PipelineError, ShutdownReport, SinkOptions, WatcherHandle,
+pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, ShutdownReport, WatcherHandle};
+pub use policy::{Classifier, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy};
+pub use recorder::{
+    CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, RecordError, Recorder,
 };
-pub use recorder::{DropReason, Emit, IntakePolicy, RecordError, Recorder};
-pub use series::{CoreCalls, EventsV1Config, SeriesSinkOptions, SeriesSnapshot, TokioClock};
-pub use sink::{Classifier, FatalFn, RetryPolicy, SinkFactory};
-pub use stats::{SinkSnapshot, StatsSnapshot, WatcherSnapshot};
+pub use stats::{SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot};

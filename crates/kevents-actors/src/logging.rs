@@ -1,9 +1,11 @@
-//! The built-in logging watcher.
+//! The built-in logging watcher: client-go's `StartLogging` / `StartStructuredLogging`
+//! lines for core/v1 events, and the same for events.k8s.io/v1 events.
 
 use std::fmt::Write as _;
 
 use actix::prelude::*;
 use kevents_core::Event;
+use kevents_core::events::Event as EventV1;
 
 use crate::message::EventMessage;
 
@@ -80,12 +82,47 @@ impl Handler<EventMessage> for LoggingWatcher {
         if let Some(e) = msg.event() {
             self.log(e);
         } else if let Some(e) = msg.event_v1() {
-            crate::series::log_v1(self.style, e);
+            log_v1(self.style, e);
         }
     }
 }
 
-/// client-go's `StartLogging` line (reference A27):
+/// Logs one `events.k8s.io/v1` event in `style`.
+fn log_v1(style: LogStyle, e: &EventV1) {
+    let r = &e.regarding;
+    if matches!(style, LogStyle::Structured | LogStyle::Both) {
+        let related = e
+            .related
+            .as_ref()
+            .map(|o| format!("{}/{}/{}", o.kind, o.namespace, o.name))
+            .unwrap_or_default();
+        tracing::info!(
+            target: "kevents::events",
+            api = "events.k8s.io/v1",
+            regarding = ?format!("{}/{}", r.namespace, r.name),
+            kind = ?r.kind,
+            related = ?related,
+            r#type = ?e.type_,
+            reason = ?e.reason,
+            action = ?e.action,
+            reportingController = ?e.reporting_controller,
+            reportingInstance = ?e.reporting_instance,
+            note = ?e.note,
+            "Event occurred"
+        );
+    }
+    if matches!(style, LogStyle::ClientGo | LogStyle::Both) {
+        let mut s = String::with_capacity(128 + e.note.len());
+        let _ = write!(
+            s,
+            "Event({}/{} {}/{}): type: '{}' reason: '{}' action: '{}' {}",
+            r.api_version, r.kind, r.namespace, r.name, e.type_, e.reason, e.action, e.note
+        );
+        tracing::info!(target: "kevents::events", "{s}");
+    }
+}
+
+/// client-go's `StartLogging` line (`tools/record/event.go`):
 /// `Event(v1.ObjectReference{Kind:"Pod", ...}): type: 'Normal' reason: 'Started' <message>`.
 ///
 /// ```

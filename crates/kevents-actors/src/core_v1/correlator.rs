@@ -1,14 +1,17 @@
-//! The Correlator actor: a watcher that runs client-go's correlator on every event, sends the
-//! writes to its sink actor, and learns the server's state back from the sink's replies.
+//! The Correlator actor of a core/v1 chain: a watcher that runs client-go's correlator on
+//! every event, sends the writes to its sink actor, and learns the server's state back from
+//! the sink's replies.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 use kevents_core::{Correlator, Event};
 
+use super::sink::{Abandon, CorrelatedWrite, SinkActor, WriteBatch, WriteDoneBatch};
+use crate::fast_map::FastMap;
 use crate::message::{EventBatch, EventMessage, Recorded};
-use crate::sink::{Abandon, FastMap, SinkActor, Write, WriteBatch, WriteDoneBatch};
-use crate::stats::{PipelineStats, SinkStats};
+use crate::registry::Registry;
+use crate::telemetry::{Decisions, SinkCounters};
 
 /// Stop the correlator (after telling its sink to abandon what it still holds).
 #[derive(Message)]
@@ -25,39 +28,35 @@ pub(crate) struct CorrelatorActor {
     in_flight: FastMap<Arc<str>, u32>,
     /// Reused to build keys.
     key_buf: String,
-    stats: Arc<SinkStats>,
-    pstats: Arc<PipelineStats>,
-}
-
-/// Counters of one handler call, published once at its end.
-#[derive(Default)]
-struct Tally {
-    correlated: u64,
-    aggregated: u64,
-    spam_filtered: u64,
-    abandoned: u64,
+    counters: Arc<SinkCounters>,
+    registry: Arc<Registry>,
 }
 
 impl CorrelatorActor {
     pub(crate) fn new(
         correlator: Correlator,
         sink: Addr<SinkActor>,
-        stats: Arc<SinkStats>,
-        pstats: Arc<PipelineStats>,
+        counters: Arc<SinkCounters>,
+        registry: Arc<Registry>,
     ) -> Self {
         CorrelatorActor {
             correlator,
             sink: Some(sink),
             in_flight: FastMap::default(),
             key_buf: String::new(),
-            stats,
-            pstats,
+            counters,
+            registry,
         }
     }
 
     /// Correlates one event; a write to make is appended to `writes` (the slot travels with
     /// it; a spam-filtered or foreign event gives its slot back here).
-    fn correlate(&mut self, msg: EventMessage, writes: &mut Vec<Write>, t: &mut Tally) {
+    fn correlate(
+        &mut self,
+        msg: EventMessage,
+        writes: &mut Vec<CorrelatedWrite>,
+        t: &mut Decisions,
+    ) {
         let (record, slot) = msg.into_parts();
         // The only holder (a single watcher) takes the event without copying it.
         let event: Event = match Arc::try_unwrap(record) {
@@ -102,7 +101,7 @@ impl CorrelatorActor {
                 k
             }
         };
-        writes.push(Write {
+        writes.push(CorrelatedWrite {
             key,
             event: c.event,
             patch: c.patch,
@@ -113,21 +112,11 @@ impl CorrelatorActor {
     /// Correlates the events in order and hands their writes to the sink in one message.
     fn correlate_all(&mut self, msgs: impl IntoIterator<Item = EventMessage>, hint: usize) {
         let mut writes = Vec::with_capacity(hint);
-        let mut t = Tally::default();
+        let mut t = Decisions::default();
         for msg in msgs {
             self.correlate(msg, &mut writes, &mut t);
         }
-        let s = &self.stats;
-        for (counter, n) in [
-            (&s.correlated, t.correlated),
-            (&s.aggregated, t.aggregated),
-            (&s.spam_filtered, t.spam_filtered),
-            (&s.abandoned, t.abandoned),
-        ] {
-            if n > 0 {
-                counter.add(n);
-            }
-        }
+        self.counters.decided(&t);
         if !writes.is_empty()
             && let Some(sink) = &self.sink
         {
@@ -140,11 +129,11 @@ impl Actor for CorrelatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, _: &mut Context<Self>) {
-        self.pstats.actor_started();
+        self.registry.actor_started();
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.pstats.actor_stopped();
+        self.registry.actor_stopped();
     }
 }
 

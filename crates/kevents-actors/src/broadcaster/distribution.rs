@@ -1,0 +1,238 @@
+//! The distribution of one batch of intake items to every watcher, in order: each event is
+//! offered to each watcher's queue, built the first time one takes it, and delivered
+//! (batched for the pipeline's own sink chains). Resumable after waiting for a full
+//! backpressure queue.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use actix::Recipient;
+use kevents_core::EventFactory;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
+use crate::queue::WatcherQueue;
+use crate::recorder::{Item, build};
+use crate::registry::Registry;
+
+/// Identifies a registered watcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WatcherId(pub(crate) u64);
+
+/// A registered watcher.
+pub(crate) struct WatcherEntry {
+    pub(crate) id: WatcherId,
+    pub(crate) recipient: Recipient<EventMessage>,
+    /// The pipeline's own watchers (sink chains) also take whole batches: same events, same
+    /// order, same slots, one mailbox hand-off per batch instead of one per event.
+    pub(crate) batch: Option<Recipient<EventBatch>>,
+    pub(crate) queue: Arc<WatcherQueue>,
+    pub(crate) closed: AtomicBool,
+}
+
+impl WatcherEntry {
+    pub(crate) fn new(
+        id: WatcherId,
+        recipient: Recipient<EventMessage>,
+        batch: Option<Recipient<EventBatch>>,
+        queue: Arc<WatcherQueue>,
+    ) -> Self {
+        WatcherEntry {
+            id,
+            recipient,
+            batch,
+            queue,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn connected(&self) -> bool {
+        match &self.batch {
+            Some(b) => b.connected(),
+            None => self.recipient.connected(),
+        }
+    }
+}
+
+/// One watcher's state during the distribution of one batch.
+#[derive(Default)]
+struct Lane {
+    /// Slots taken ahead for the next events of this batch (one `try_acquire_many` instead
+    /// of one acquisition per event); given back when the batch is done.
+    held: Option<OwnedSemaphorePermit>,
+    /// Messages for a batch-capable watcher, sent together.
+    pending: Vec<EventMessage>,
+    accepted: u64,
+    dropped_full: u64,
+    dropped_closed: u64,
+}
+
+impl Lane {
+    /// One slot for the current event, `remaining` events of the batch included, if free.
+    fn take_slot(&mut self, w: &WatcherEntry, remaining: usize) -> Option<OwnedSemaphorePermit> {
+        if let Some(held) = &mut self.held {
+            if held.num_permits() > 1 {
+                return held.split(1);
+            }
+            return self.held.take();
+        }
+        if let Some(mut many) = w.queue.try_slots(remaining) {
+            let one = many.split(1);
+            self.held = Some(many);
+            return one;
+        }
+        w.queue.try_slot()
+    }
+
+    fn deliver(
+        &mut self,
+        w: &WatcherEntry,
+        seq: u64,
+        record: &Arc<Recorded>,
+        permit: OwnedSemaphorePermit,
+        remaining: usize,
+    ) {
+        let msg = EventMessage::with_slot(seq, Arc::clone(record), DeliverySlot::new(permit));
+        if w.batch.is_some() {
+            if self.pending.capacity() == 0 {
+                self.pending.reserve(remaining);
+            }
+            self.pending.push(msg);
+        } else {
+            w.recipient.do_send(msg);
+        }
+        self.accepted += 1;
+    }
+
+    /// Sends what is pending and publishes the counters.
+    fn flush(&mut self, w: &WatcherEntry) {
+        if !self.pending.is_empty()
+            && let Some(b) = &w.batch
+        {
+            b.do_send(EventBatch(std::mem::take(&mut self.pending)));
+        }
+        let c = &w.queue.counters;
+        c.accepted(std::mem::take(&mut self.accepted));
+        c.dropped_full(std::mem::take(&mut self.dropped_full));
+        c.dropped_closed(std::mem::take(&mut self.dropped_closed));
+    }
+}
+
+/// Distribution of one batch, resumable after waiting for a backpressure watcher.
+pub(crate) struct Distribution {
+    pub(crate) watchers: Vec<Arc<WatcherEntry>>,
+    lanes: Vec<Lane>,
+    items: std::vec::IntoIter<Item>,
+    factory: Arc<EventFactory>,
+    registry: Arc<Registry>,
+    pub(crate) current: Option<(u64, Arc<Recorded>, usize)>,
+    pub(crate) next_seq: u64,
+    pub(crate) distributed: u64,
+}
+
+impl Distribution {
+    pub(crate) fn new(
+        watchers: Vec<Arc<WatcherEntry>>,
+        items: Vec<Item>,
+        factory: Arc<EventFactory>,
+        registry: Arc<Registry>,
+        next_seq: u64,
+    ) -> Self {
+        let lanes = watchers.iter().map(|_| Lane::default()).collect();
+        Distribution {
+            watchers,
+            lanes,
+            items: items.into_iter(),
+            factory,
+            registry,
+            current: None,
+            next_seq,
+            distributed: 0,
+        }
+    }
+
+    /// Runs until the batch is done (`None`) or a backpressure watcher has no free slot
+    /// (`Some(index)`; `current` then points at it, and everything accepted so far has been
+    /// sent so that the watchers can make progress).
+    ///
+    /// Each event is offered to every watcher in registration order and built the first
+    /// time one takes it (or waits for it): an event that every watcher drops is counted
+    /// per watcher and never built.
+    pub(crate) fn run(&mut self) -> Option<usize> {
+        loop {
+            let (seq, mut record, start, mut item) = match self.current.take() {
+                Some((seq, record, i)) => (seq, Some(record), i, None),
+                None => {
+                    let Some(item) = self.items.next() else {
+                        self.flush();
+                        return None;
+                    };
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    self.distributed += 1;
+                    (seq, None, 0, Some(item))
+                }
+            };
+            // This event and the ones still to come in this batch.
+            let remaining = self.items.len() + 1;
+            for i in start..self.watchers.len() {
+                let w = &self.watchers[i];
+                let lane = &mut self.lanes[i];
+                if w.closed.load(Ordering::Relaxed) || !w.connected() {
+                    w.closed.store(true, Ordering::Relaxed);
+                    lane.dropped_closed += 1;
+                    continue;
+                }
+                let permit = lane.take_slot(w, remaining);
+                if permit.is_none() && w.queue.drops_when_full() {
+                    lane.dropped_full += 1;
+                    continue;
+                }
+                if record.is_none() {
+                    record = item
+                        .take()
+                        .and_then(|it| build(&self.factory, it, &self.registry));
+                    if record.is_none() {
+                        // Unreachable in practice (checked at the call); counted as invalid,
+                        // not as distributed.
+                        self.distributed -= 1;
+                        break;
+                    }
+                }
+                let Some(r) = record.as_ref() else { break };
+                match permit {
+                    Some(p) => lane.deliver(w, seq, r, p, remaining),
+                    None => {
+                        if let Some(r) = record.take() {
+                            self.current = Some((seq, r, i));
+                        }
+                        self.flush();
+                        return Some(i);
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        for (w, lane) in self.watchers.iter().zip(&mut self.lanes) {
+            lane.flush(w);
+        }
+    }
+
+    /// Delivers the current event to the watcher it was blocked on, with the slot obtained.
+    pub(crate) fn resume(&mut self, permit: OwnedSemaphorePermit) {
+        if let Some((seq, record, i)) = self.current.take() {
+            let remaining = self.items.len() + 1;
+            self.lanes[i].deliver(&self.watchers[i], seq, &record, permit, remaining);
+            self.current = Some((seq, record, i + 1));
+        }
+    }
+
+    /// Gives back the slots taken ahead and not used (none unless a watcher closed).
+    pub(crate) fn release_held(&mut self) {
+        for lane in &mut self.lanes {
+            lane.held = None;
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The core/v1 sink chain (client-go `tools/record`'s `StartRecordingToSink`): a
+//! [`CorrelatorActor`](correlator) registered as a watcher, feeding a supervised
+//! [`SinkActor`](sink) that writes through an [`EventSink`].
+//!
+//! ```text
+//!  Broadcaster ─EventBatch─▶ CorrelatorActor ─WriteBatch─▶ SinkActor (Supervisor, keyed writer) ─▶ EventSink
+//!                                  ▲                            │
+//!                                  └──────WriteDoneBatch────────┘  (server state learnt back)
+//! ```
+
+mod correlator;
+mod sink;
+mod write;
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use kevents_core::{Correlator, CorrelatorOptions, EventSink};
+
+use crate::message::EventMessage;
+use crate::policy::{RetryPolicy, WatcherPolicy};
+use crate::queue::WatcherQueue;
+use crate::registry::Registry;
+use crate::telemetry::SinkCounters;
+pub(crate) use correlator::{CorrelatorActor, StopCorrelator};
+use sink::SinkActor;
+pub use sink::SinkFactory;
+
+/// Options of one sink chain (correlator actor + sink actor).
+///
+/// ```
+/// use kevents_actors::{SinkOptions, WatcherPolicy};
+/// let o = SinkOptions::default();
+/// assert_eq!(o.delivery, WatcherPolicy::DropIfFull { capacity: 1000 });
+/// assert_eq!(o.max_in_flight, 16);
+/// ```
+#[derive(Clone)]
+pub struct SinkOptions {
+    /// The chain's correlator (each chain has its own, as client-go's
+    /// `StartRecordingToSink`).
+    pub correlator: CorrelatorOptions,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Writes in flight at once, across different events; writes of the same event
+    /// (same namespace/name) are always one after the other, in order.
+    pub max_in_flight: usize,
+    /// How events reach the chain. The slot of an event is held until its write is
+    /// finished, so the capacity bounds everything the chain holds.
+    pub delivery: WatcherPolicy,
+    /// Rebuilds the [`EventSink`] when the sink actor restarts.
+    pub rebuild: Option<SinkFactory>,
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        SinkOptions {
+            correlator: CorrelatorOptions::default(),
+            retry: RetryPolicy::default(),
+            max_in_flight: 16,
+            delivery: WatcherPolicy::default(),
+            rebuild: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for SinkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkOptions")
+            .field("correlator", &self.correlator)
+            .field("retry", &self.retry)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("delivery", &self.delivery)
+            .field("rebuild", &self.rebuild.as_ref().map(|_| "factory"))
+            .finish()
+    }
+}
+
+/// What the builder records for one chain.
+pub(crate) struct SinkSpec {
+    pub(crate) name: String,
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) options: SinkOptions,
+}
+
+/// Starts one chain: the correlator (on `arbiter` if given) and its supervised sink actor.
+/// Returns the chain, its watcher recipients and its queue.
+pub(crate) fn spawn_chain(
+    spec: SinkSpec,
+    registry: &Arc<Registry>,
+    arbiter: Option<&ArbiterHandle>,
+) -> (SinkChain, Recipient<EventMessage>, Arc<WatcherQueue>) {
+    let counters = Arc::new(SinkCounters::new(&spec.name));
+    registry.add_sink(Arc::clone(&counters));
+    let queue = Arc::new(WatcherQueue::new(
+        &format!("sink:{}", spec.name),
+        spec.options.delivery,
+    ));
+    let registry = Arc::clone(registry);
+    // With a sink arbiter, the correlator runs there and the sink actor stays on this
+    // arbiter: the two halves of a chain (correlating, writing) then share the work of a
+    // burst between two threads. Without one, both run here.
+    let home = arbiter.map(|_| Arbiter::current());
+    // Runs on the thread of the arbiter the correlator starts on.
+    let build = move |ctx: &mut Context<CorrelatorActor>| {
+        let options = spec.options;
+        let reply = ctx.address().recipient().downgrade();
+        let actor = SinkActor::new(
+            spec.sink,
+            options.rebuild.clone(),
+            options.retry.clone(),
+            options.max_in_flight,
+            Some(reply),
+            Arc::clone(&counters),
+            Arc::clone(&registry),
+        );
+        let sink = match &home {
+            Some(home) => Supervisor::start_in_arbiter(home, move |_| actor),
+            None => Supervisor::start(move |_| actor),
+        };
+        CorrelatorActor::new(
+            Correlator::new(options.correlator),
+            sink,
+            counters,
+            registry,
+        )
+    };
+    let correlator = match arbiter {
+        Some(a) => CorrelatorActor::start_in_arbiter(a, build),
+        None => CorrelatorActor::create(build),
+    };
+    let recipient = correlator.clone().recipient();
+    (SinkChain { correlator }, recipient, queue)
+}
+
+/// A running chain as the pipeline keeps it.
+pub(crate) struct SinkChain {
+    pub(crate) correlator: Addr<CorrelatorActor>,
+}

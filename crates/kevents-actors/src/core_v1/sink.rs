@@ -1,0 +1,289 @@
+//! The Sink actor of a core/v1 chain: writes correlated events through an [`EventSink`] with
+//! the keyed writer engine (in order per event, concurrently across events, retried), under
+//! an actix `Supervisor` that restarts it without losing what is queued.
+
+use std::sync::Arc;
+
+use actix::WeakRecipient;
+use actix::prelude::*;
+use kevents_core::{Disposition, Event, EventSink, WriteOutcome};
+
+use super::write::WriteEvent;
+use crate::message::DeliverySlot;
+use crate::policy::RetryPolicy;
+use crate::registry::Registry;
+use crate::telemetry::{SinkCounters, WriteEnd};
+use crate::writer::{Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
+
+/// Builds a fresh [`EventSink`] when the sink actor restarts.
+pub type SinkFactory = Arc<dyn Fn() -> Arc<dyn EventSink> + Send + Sync>;
+
+/// A correlated event to write (from the correlator actor).
+pub(crate) struct CorrelatedWrite {
+    pub(crate) key: Key,
+    pub(crate) event: Event,
+    pub(crate) patch: Option<Vec<u8>>,
+    pub(crate) slot: DeliverySlot,
+}
+
+/// Writes in the order the correlator made them (one mailbox hand-off per batch).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct WriteBatch(pub(crate) Vec<CorrelatedWrite>);
+
+/// The end of a write, reported to the correlator: `stored` is the server's copy on success.
+pub(crate) struct WriteDone {
+    pub(crate) key: Key,
+    pub(crate) stored: Option<Event>,
+}
+
+/// Ends of writes, in the order they happened, collected over one handler call of the sink.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct WriteDoneBatch(pub(crate) Vec<WriteDone>);
+
+/// Drop everything queued (counted as abandoned) and cancel writes in flight.
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub(crate) struct Abandon;
+
+/// A queued write: shared, so retries need no copy.
+pub(crate) struct QueuedWrite {
+    event: Arc<Event>,
+    patch: Option<Arc<[u8]>>,
+}
+
+/// The Sink actor.
+pub(crate) struct SinkActor {
+    sink: Arc<dyn EventSink>,
+    rebuild: Option<SinkFactory>,
+    retry: RetryPolicy,
+    writer: KeyedWriter<QueuedWrite>,
+    reply: Option<WeakRecipient<WriteDoneBatch>>,
+    /// Ends of writes not yet reported (sent together at the end of each pump).
+    done: Vec<WriteDone>,
+    counters: Arc<SinkCounters>,
+    registry: Arc<Registry>,
+    abandoned: bool,
+    restarting: bool,
+}
+
+impl SinkActor {
+    pub(crate) fn new(
+        sink: Arc<dyn EventSink>,
+        rebuild: Option<SinkFactory>,
+        retry: RetryPolicy,
+        max_in_flight: usize,
+        reply: Option<WeakRecipient<WriteDoneBatch>>,
+        counters: Arc<SinkCounters>,
+        registry: Arc<Registry>,
+    ) -> Self {
+        SinkActor {
+            sink,
+            rebuild,
+            retry,
+            writer: KeyedWriter::new(max_in_flight),
+            reply,
+            done: Vec::new(),
+            counters,
+            registry,
+            abandoned: false,
+            restarting: false,
+        }
+    }
+
+    /// Ends `key`'s head write and queues its report to the correlator.
+    fn finish(&mut self, key: &Key, end: WriteEnd, stored: Option<Event>) {
+        if self.writer.finish(key).is_none() {
+            return;
+        }
+        self.counters.write_ended(end);
+        if self.reply.is_some() {
+            self.done.push(WriteDone {
+                key: Arc::clone(key),
+                stored,
+            });
+        }
+    }
+
+    /// The sink is broken (a panic, a fatal error): restart it; the write is tried again
+    /// unless it used up its attempts.
+    fn restart(&mut self, key: &Key, attempts: u32, ctx: &mut Context<Self>) {
+        if attempts >= self.retry.attempts() {
+            self.finish(key, WriteEnd::RetryExhausted { log: false }, None);
+        }
+        self.restarting = true;
+        self.counters.restarted();
+        ctx.stop();
+    }
+}
+
+impl KeyedWrites for SinkActor {
+    type Write = QueuedWrite;
+    type Output = WriteOutcome;
+    type Attempt = WriteEvent<Arc<dyn EventSink>, Arc<Event>>;
+
+    fn writer(&mut self) -> &mut KeyedWriter<QueuedWrite> {
+        &mut self.writer
+    }
+
+    fn paused(&self) -> bool {
+        self.restarting || self.abandoned
+    }
+
+    fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
+        let w = &self.writer.head_mut(key)?.write;
+        // Counted before the call: a sink that panics in it made an attempt too.
+        self.counters.attempt();
+        Some(WriteEvent::new(
+            Arc::clone(&self.sink),
+            Arc::clone(&w.event),
+            w.patch.as_deref(),
+        ))
+    }
+
+    fn settle(
+        &mut self,
+        key: &Key,
+        out: Result<WriteOutcome, Panicked>,
+        ctx: &mut Context<Self>,
+    ) -> Settle {
+        if self.paused() {
+            return Settle::Done;
+        }
+        let Some(attempts) = self.writer.head_mut(key).map(|j| j.attempts) else {
+            return Settle::Done;
+        };
+        let counters = Arc::clone(&self.counters);
+        let name = counters.name();
+        let outcome = match out {
+            Ok(o) => o,
+            Err(Panicked(panic)) => {
+                tracing::error!(sink = %name, event = %key, panic = %panic,
+                    "event sink panicked; restarting it (queued writes are kept)");
+                self.restart(key, attempts, ctx);
+                return Settle::Done;
+            }
+        };
+        let err = match outcome.result {
+            Ok(stored) => {
+                self.finish(key, WriteEnd::Stored(outcome.kind), Some(stored));
+                return Settle::Done;
+            }
+            Err(err) => err,
+        };
+        if self.retry.fatal.as_ref().is_some_and(|f| f(&err)) {
+            tracing::error!(sink = %name, event = %key, error = %err,
+                "fatal sink error; restarting the sink (queued writes are kept)");
+            self.restart(key, attempts, ctx);
+            return Settle::Done;
+        }
+        match self.retry.classifier.classify(&err) {
+            Disposition::Retry if attempts < self.retry.attempts() => {
+                let d = self.retry.delay(attempts + 1, Some(&err));
+                tracing::debug!(sink = %name, event = %key, error = %err, attempt = attempts,
+                    "unable to write event (may retry after sleeping)");
+                if let Some(job) = self.writer.head_mut(key) {
+                    job.delay = (!d.is_zero()).then_some(d);
+                }
+                Settle::Again
+            }
+            Disposition::Retry => {
+                tracing::warn!(sink = %name, event = %key, error = %err, attempts,
+                    "unable to write event (retry limit exceeded)");
+                self.finish(key, WriteEnd::RetryExhausted { log: true }, None);
+                Settle::Done
+            }
+            Disposition::Drop { quiet } => {
+                if quiet {
+                    tracing::debug!(sink = %name, event = %key, error = %err,
+                        "server rejected event (will not retry)");
+                } else {
+                    tracing::warn!(sink = %name, event = %key, error = %err,
+                        "server rejected event (will not retry)");
+                }
+                self.finish(key, WriteEnd::Rejected, None);
+                Settle::Done
+            }
+        }
+    }
+
+    /// Publishes the gauges and reports the ends of writes to the correlator (once per
+    /// handler call rather than once per write).
+    fn pumped(&mut self, _: &mut Context<Self>) {
+        self.counters.gauges(self.writer.in_flight());
+        if self.done.is_empty() {
+            return;
+        }
+        let done = std::mem::take(&mut self.done);
+        if let Some(reply) = self.reply.as_ref().and_then(|r| r.upgrade()) {
+            reply.do_send(WriteDoneBatch(done));
+        }
+    }
+}
+
+impl Actor for SinkActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.registry.actor_started();
+        pump(self, ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.registry.actor_stopped();
+    }
+}
+
+impl Supervised for SinkActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // Spawned attempts were discarded with the old context: every write in flight goes
+        // back to the front, in its key's order, and is tried again.
+        self.restarting = false;
+        self.writer.requeue_in_flight();
+        if let Some(f) = &self.rebuild {
+            self.sink = f();
+        }
+        if self.abandoned {
+            self.writer.clear();
+        }
+    }
+}
+
+impl Handler<WriteBatch> for SinkActor {
+    type Result = ();
+
+    fn handle(&mut self, batch: WriteBatch, ctx: &mut Context<Self>) {
+        if self.abandoned {
+            self.counters.abandoned_late(batch.0.len() as u64);
+            return;
+        }
+        if self.reply.is_some() {
+            self.done.reserve(batch.0.len());
+        }
+        self.counters.queued(batch.0.len() as u64);
+        for w in batch.0 {
+            let queued = QueuedWrite {
+                event: Arc::new(w.event),
+                patch: w.patch.map(Arc::from),
+            };
+            self.writer.push(w.key, queued, Some(w.slot));
+        }
+        pump(self, ctx);
+    }
+}
+
+impl Handler<Abandon> for SinkActor {
+    type Result = u64;
+
+    fn handle(&mut self, _: Abandon, ctx: &mut Context<Self>) -> u64 {
+        self.abandoned = true;
+        let n = self.writer.clear();
+        self.counters.abandoned_queued(n);
+        self.counters.gauges(0);
+        // Stopping drops the writes in flight; the supervisor restarts an empty actor that
+        // ends once its last address is gone.
+        ctx.stop();
+        n
+    }
+}

@@ -1,0 +1,286 @@
+//! The series actor: owns the series cache, its timers and the writes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures_util::future::BoxFuture;
+use kevents_core::events::{
+    EventsV1Sink, SeriesCache, Step, V1WriteOutcome, Write, WriteReason, write_once,
+};
+use kevents_core::{SharedClock, SinkError, Time};
+use tokio::sync::oneshot;
+
+use super::options::SeriesSinkOptions;
+use crate::message::{DeliverySlot, EventMessage, Recorded};
+use crate::policy::RetryPolicy;
+use crate::registry::Registry;
+use crate::stats::SeriesSnapshot;
+use crate::telemetry::SeriesCounters;
+use crate::writer::{Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
+
+/// Shortest sleep of the timer.
+const MIN_TICK: Duration = Duration::from_millis(100);
+
+/// Write the latest count of every open series, reply when every write has ended.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct FlushSeries;
+
+/// Stop the chain; replies with the number of writes abandoned.
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub(crate) struct StopSeries;
+
+/// The series sink actor.
+pub(crate) struct SeriesActor {
+    cache: SeriesCache,
+    sink: Arc<dyn EventsV1Sink>,
+    retry: RetryPolicy,
+    clock: SharedClock,
+    max_tick: Duration,
+    writer: KeyedWriter<Write>,
+    timer: Option<(Time, SpawnHandle)>,
+    waiters: Vec<oneshot::Sender<()>>,
+    /// The chain's counters, kept here and published by [`SeriesActor::export`].
+    counts: SeriesSnapshot,
+    counters: Arc<SeriesCounters>,
+    registry: Arc<Registry>,
+}
+
+impl SeriesActor {
+    pub(crate) fn new(
+        sink: Arc<dyn EventsV1Sink>,
+        options: SeriesSinkOptions,
+        clock: SharedClock,
+        counters: Arc<SeriesCounters>,
+        registry: Arc<Registry>,
+    ) -> Self {
+        SeriesActor {
+            cache: SeriesCache::new(options.series),
+            sink,
+            retry: options.retry,
+            clock: options.clock.unwrap_or(clock),
+            max_tick: options.max_tick.max(Duration::from_millis(1)),
+            writer: KeyedWriter::new(options.max_in_flight),
+            timer: None,
+            waiters: Vec::new(),
+            counts: counters.snapshot(),
+            counters,
+            registry,
+        }
+    }
+
+    fn enqueue(&mut self, write: Write, slot: Option<DeliverySlot>) {
+        let e = write.event();
+        let mut key = String::with_capacity(e.metadata.namespace.len() + 1 + e.metadata.name.len());
+        key.push_str(&e.metadata.namespace);
+        key.push('/');
+        key.push_str(&e.metadata.name);
+        self.writer.push(Arc::from(key), write, slot);
+    }
+
+    /// Makes sure the timer wakes up no later than the cache's next deadline (and at most
+    /// `max_tick` from now).
+    fn arm(&mut self, ctx: &mut Context<Self>) {
+        let Some(deadline) = self.cache.next_deadline() else {
+            if let Some((_, h)) = self.timer.take() {
+                ctx.cancel_future(h);
+            }
+            return;
+        };
+        let now = self.clock.now();
+        // At least MIN_TICK: progress even if a deadline in the past has nothing to do.
+        let wait = u64::try_from(deadline.nanos_since(now))
+            .map(Duration::from_nanos)
+            .unwrap_or(Duration::ZERO)
+            .clamp(MIN_TICK, self.max_tick.max(MIN_TICK));
+        let fire_at = now.saturating_add(wait);
+        if let Some((at, h)) = &self.timer {
+            if *at <= fire_at {
+                return;
+            }
+            ctx.cancel_future(*h);
+        }
+        let h = ctx.run_later(wait, |act, ctx| {
+            act.timer = None;
+            act.on_tick(ctx);
+        });
+        self.timer = Some((fire_at, h));
+    }
+
+    fn on_tick(&mut self, ctx: &mut Context<Self>) {
+        for w in self.cache.tick(self.clock.now()) {
+            self.enqueue(w, None);
+        }
+        pump(self, ctx);
+    }
+
+    fn export(&mut self) {
+        self.counts.cache = self.cache.stats();
+        self.counts.queued = self.writer.len() as u64;
+        self.counters.publish(&self.counts);
+    }
+}
+
+impl KeyedWrites for SeriesActor {
+    type Write = Write;
+    type Output = V1WriteOutcome;
+    type Attempt = BoxFuture<'static, V1WriteOutcome>;
+
+    fn writer(&mut self) -> &mut KeyedWriter<Write> {
+        &mut self.writer
+    }
+
+    fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
+        let write = self.writer.head_mut(key)?.write.clone();
+        self.counts.attempts += 1;
+        let sink = Arc::clone(&self.sink);
+        Some(Box::pin(async move { write_once(&*sink, write).await }))
+    }
+
+    fn settle(
+        &mut self,
+        key: &Key,
+        out: Result<V1WriteOutcome, Panicked>,
+        _: &mut Context<Self>,
+    ) -> Settle {
+        let Some(job) = self.writer.head_mut(key) else {
+            return Settle::Done;
+        };
+        let attempt = job.attempts;
+        let out = out.unwrap_or_else(|_| V1WriteOutcome {
+            sent: job.write.clone(),
+            result: Err(SinkError::Transport(
+                "the events.k8s.io/v1 sink panicked".into(),
+            )),
+            recreated: false,
+            step: Step::Retry,
+        });
+        let step = self.cache.on_write_result(&out.sent, &out.result);
+        let reason = out.sent.reason();
+        let c = &mut self.counts;
+        match step {
+            Step::Stored => {
+                if out.recreated {
+                    c.recreated += 1;
+                } else if out.sent.is_create() {
+                    c.created += 1;
+                } else {
+                    c.patched += 1;
+                }
+                if reason == WriteReason::Flush {
+                    c.flush_written += 1;
+                }
+            }
+            Step::Retry if attempt < self.retry.attempts() => {
+                let delay = self.retry.delay(attempt + 1, out.result.as_ref().err());
+                tracing::debug!(
+                    event = %key, attempt, ?delay, reason = reason.as_str(),
+                    error = ?out.result.as_ref().err(),
+                    "events.k8s.io/v1 write failed; retrying"
+                );
+                job.write = out.sent.retry();
+                job.delay = (!delay.is_zero()).then_some(delay);
+                return Settle::Again;
+            }
+            Step::Retry => {
+                c.retry_exhausted += 1;
+                tracing::warn!(
+                    event = %key, attempts = attempt, reason = reason.as_str(),
+                    error = ?out.result.as_ref().err(),
+                    "events.k8s.io/v1 write given up after the retry budget"
+                );
+            }
+            Step::Rescheduled => c.rescheduled += 1,
+            Step::Recreate | Step::Dropped { .. } => {
+                c.rejected += 1;
+                if step != (Step::Dropped { quiet: true }) {
+                    tracing::warn!(
+                        event = %key, reason = reason.as_str(),
+                        error = ?out.result.as_ref().err(),
+                        "events.k8s.io/v1 write rejected"
+                    );
+                }
+            }
+        }
+        self.writer.finish(key);
+        Settle::Done
+    }
+
+    fn pumped(&mut self, ctx: &mut Context<Self>) {
+        self.arm(ctx);
+        self.export();
+        if self.writer.is_idle() {
+            for w in self.waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+}
+
+impl Actor for SeriesActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _: &mut Context<Self>) {
+        self.registry.actor_started();
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.registry.actor_stopped();
+    }
+}
+
+impl Handler<EventMessage> for SeriesActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: EventMessage, ctx: &mut Context<Self>) {
+        let (record, slot) = msg.into_parts();
+        let event = match Arc::try_unwrap(record) {
+            Ok(Recorded::EventsV1(e)) => e,
+            Ok(_) => return,
+            Err(shared) => match shared.events_v1() {
+                Some(e) => e.clone(),
+                None => return,
+            },
+        };
+        let now = event.event_time.unwrap_or_else(|| self.clock.now());
+        let mut slot = Some(slot);
+        for w in self.cache.observe(event, now) {
+            self.enqueue(w, slot.take());
+        }
+        drop(slot);
+        pump(self, ctx);
+    }
+}
+
+impl Handler<FlushSeries> for SeriesActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: FlushSeries, ctx: &mut Context<Self>) -> Self::Result {
+        for w in self.cache.flush() {
+            self.enqueue(w, None);
+        }
+        pump(self, ctx);
+        if self.writer.is_idle() {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiters.push(tx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+impl Handler<StopSeries> for SeriesActor {
+    type Result = u64;
+
+    fn handle(&mut self, _: StopSeries, ctx: &mut Context<Self>) -> u64 {
+        let abandoned = self.writer.clear();
+        self.counts.abandoned += abandoned;
+        self.export();
+        ctx.stop();
+        abandoned
+    }
+}

@@ -1,0 +1,76 @@
+//! Options of a series sink chain.
+
+use std::fmt;
+use std::time::Duration;
+
+use kevents_core::SharedClock;
+use kevents_core::events::SeriesOptions;
+
+use crate::policy::{RetryPolicy, WatcherPolicy};
+
+/// Options of a series sink chain ([`PipelineBuilder::series_sink`]).
+///
+/// ```
+/// use kevents_actors::SeriesSinkOptions;
+/// let o = SeriesSinkOptions::default();
+/// assert_eq!(o.series.max_entries, 16_384);
+/// assert!(o.flush_on_shutdown);
+/// ```
+///
+/// [`PipelineBuilder::series_sink`]: crate::PipelineBuilder::series_sink
+#[derive(Clone)]
+pub struct SeriesSinkOptions {
+    /// The cache: cap on tracked events (eviction rule in `docs/semantics.md`), heartbeat
+    /// (30 min), finish (6 min idle), note in the identity (off).
+    pub series: SeriesOptions,
+    /// Retries of CREATEs, series starts, evictions and flushes (heartbeats and finishes are
+    /// tried once, as client-go: the cache reschedules them). Attempts, sleeps and
+    /// `Retry-After` are honoured; which errors are retried is
+    /// [`kevents_core::events::classify`] (kevents' classification, 429/5xx included).
+    pub retry: RetryPolicy,
+    /// Writes in flight at once across different events; writes of one event are always one
+    /// after the other (a series PATCH after its CREATE).
+    pub max_in_flight: usize,
+    /// How events reach the chain. The slot of an event is held until the write it caused
+    /// (if any) is finished.
+    pub delivery: WatcherPolicy,
+    /// The clock of the timers (default: the pipeline's clock, the one events are stamped
+    /// with). Use the same clock as the pipeline.
+    pub clock: Option<SharedClock>,
+    /// Longest sleep between two timer checks (the timer normally wakes at the cache's next
+    /// deadline; this bound keeps it correct when the clock jumps). Default 60 s.
+    pub max_tick: Duration,
+    /// Write the latest count of every open series on [`Pipeline::shutdown`] (on by
+    /// default; client-go loses them).
+    ///
+    /// [`Pipeline::shutdown`]: crate::Pipeline::shutdown
+    pub flush_on_shutdown: bool,
+}
+
+impl Default for SeriesSinkOptions {
+    fn default() -> Self {
+        SeriesSinkOptions {
+            series: SeriesOptions::default(),
+            retry: RetryPolicy::default(),
+            max_in_flight: 16,
+            delivery: WatcherPolicy::default(),
+            clock: None,
+            max_tick: Duration::from_secs(60),
+            flush_on_shutdown: true,
+        }
+    }
+}
+
+impl fmt::Debug for SeriesSinkOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SeriesSinkOptions")
+            .field("series", &self.series)
+            .field("retry", &self.retry)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("delivery", &self.delivery)
+            .field("clock", &self.clock)
+            .field("max_tick", &self.max_tick)
+            .field("flush_on_shutdown", &self.flush_on_shutdown)
+            .finish()
+    }
+}

@@ -1,0 +1,256 @@
+//! The [`PipelineBuilder`]: what to spawn, and the wiring of the actors.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use kevents_core::{EventFactory, EventSink, EventSource, SharedClock, SystemClock};
+
+use super::running::Pipeline;
+use crate::broadcaster::Broadcaster;
+use crate::core_v1::{SinkOptions, SinkSpec, spawn_chain};
+use crate::events_v1::{SeriesSinkOptions, SeriesSpec, spawn_series};
+use crate::logging::{LogStyle, LoggingWatcher};
+use crate::message::EventMessage;
+use crate::policy::{IntakePolicy, WatcherPolicy};
+use crate::queue::WatcherQueue;
+use crate::recorder::{Backend, EventsV1Config, Intake, Recorder, RecorderActor, V1Intake};
+use crate::registry::Registry;
+
+/// Builds a [`Pipeline`].
+///
+/// ```
+/// use kevents_actors::{Pipeline, SinkOptions, WatcherPolicy};
+/// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+/// use std::time::Duration;
+///
+/// # actix::System::new().block_on(async {
+/// let api = MemoryApiServer::new();
+/// let pipeline = Pipeline::builder(EventSource::new("my-controller", "node-1"))
+///     .logging(WatcherPolicy::default())
+///     .sink("apiserver", api.clone(), SinkOptions::default())
+///     .start();
+/// let recorder = pipeline.recorder();
+/// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+/// recorder.event(&pod, EventType::Normal, "Started", "started container").unwrap();
+/// let report = pipeline.shutdown(Duration::from_secs(5)).await;
+/// assert!(report.completed);
+/// assert_eq!(api.list().len(), 1);
+/// # });
+/// ```
+pub struct PipelineBuilder {
+    factory: EventFactory,
+    clock: SharedClock,
+    intake: IntakePolicy,
+    logging: Option<(LoggingWatcher, WatcherPolicy)>,
+    sinks: Vec<SinkSpec>,
+    watchers: Vec<(String, Recipient<EventMessage>, WatcherPolicy)>,
+    sink_arbiter: Option<ArbiterHandle>,
+    series: Vec<SeriesSpec>,
+    events_v1: Option<EventsV1Config>,
+}
+
+impl std::fmt::Debug for PipelineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineBuilder")
+            .field("factory", &self.factory)
+            .field("intake", &self.intake)
+            .field("sinks", &self.sinks.len())
+            .field("watchers", &self.watchers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PipelineBuilder {
+    /// A builder for events from `source`, with client-go's defaults.
+    pub fn new(source: EventSource) -> Self {
+        let reporter = kevents_core::events::Reporter::new(source.component.clone());
+        PipelineBuilder {
+            series: Vec::new(),
+            events_v1: Some(EventsV1Config::new(reporter)),
+            factory: EventFactory::new(source),
+            clock: Arc::new(SystemClock),
+            intake: IntakePolicy::default(),
+            logging: None,
+            sinks: Vec::new(),
+            watchers: Vec::new(),
+            sink_arbiter: None,
+        }
+    }
+
+    /// Runs the correlators of the sink chains on another arbiter (thread), so correlation
+    /// proceeds in parallel with intake, fan-out and writing (the supervised sink actors stay
+    /// on the arbiter that calls [`start`](PipelineBuilder::start), or
+    /// [`Pipeline::add_sink`]). By default everything runs on the arbiter that calls
+    /// [`start`](PipelineBuilder::start).
+    pub fn sink_arbiter(mut self, arbiter: ArbiterHandle) -> Self {
+        self.sink_arbiter = Some(arbiter);
+        self
+    }
+
+    /// Replaces the event factory (naming rule, reporting fields).
+    pub fn factory(mut self, factory: EventFactory) -> Self {
+        self.factory = factory;
+        self
+    }
+
+    /// The clock events are stamped with (default: the system clock). The correlators use
+    /// their own options' clock.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The intake's bound (default: drop-if-full, 1000).
+    pub fn intake(mut self, policy: IntakePolicy) -> Self {
+        self.intake = policy;
+        self
+    }
+
+    /// Adds the structured logging watcher (registered as `logging`).
+    pub fn logging(self, policy: WatcherPolicy) -> Self {
+        self.logging_with(LoggingWatcher::new(LogStyle::Structured), policy)
+    }
+
+    /// Adds a configured logging watcher (registered as `logging`).
+    pub fn logging_with(mut self, watcher: LoggingWatcher, policy: WatcherPolicy) -> Self {
+        self.logging = Some((watcher, policy));
+        self
+    }
+
+    /// Adds a sink chain: a correlator actor registered as watcher `sink:<name>` and a
+    /// supervised sink actor writing to `sink`.
+    pub fn sink(
+        mut self,
+        name: impl Into<String>,
+        sink: impl EventSink,
+        options: SinkOptions,
+    ) -> Self {
+        self.sinks.push(SinkSpec {
+            name: name.into(),
+            sink: Arc::new(sink),
+            options,
+        });
+        self
+    }
+
+    /// How `events.k8s.io/v1` calls are built and routed: reporter (default
+    /// `Reporter::new(<source component>)`, i.e. instance `<component>-<hostname>`),
+    /// whether the API is served (discovery; when not, v1 calls fall back to core/v1 through
+    /// the correlator path), the fallback of action/related, and whether core/v1 style calls
+    /// go to the new API.
+    ///
+    /// ```
+    /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptions};
+    /// use kevents_core::events::Reporter;
+    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use std::time::Duration;
+    ///
+    /// # actix::System::new().block_on(async {
+    /// let api = MemoryApiServer::new();
+    /// let served = false; // e.g. `http_sink.events_v1_served().await?`
+    /// let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
+    ///     .events_v1(EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))
+    ///     .sink("apiserver", api.clone(), SinkOptions::default())
+    ///     .start();
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// kevents_actors::eventf_v1!(pipeline.recorder(), &pod, None, EventType::Normal,
+    ///     "Scheduled", "Binding", "bound to {}", "n1").unwrap();
+    /// pipeline.shutdown(Duration::from_secs(5)).await;
+    /// assert_eq!(api.list()[0].message, "bound to n1"); // a core/v1 event
+    /// # });
+    /// ```
+    pub fn events_v1(mut self, config: EventsV1Config) -> Self {
+        self.events_v1 = Some(config);
+        self
+    }
+
+    /// Adds a series sink chain for `events.k8s.io/v1` events: an actor registered as watcher
+    /// `series:<name>` that owns a bounded series cache, runs its heartbeat (30 min) and
+    /// finish (6 min idle) timers, writes through `sink` with retries, and on
+    /// [`Pipeline::shutdown`] writes the latest count of every open series. Its counters are
+    /// in [`StatsSnapshot::series`].
+    pub fn series_sink(
+        mut self,
+        name: impl Into<String>,
+        sink: impl kevents_core::events::EventsV1Sink,
+        options: SeriesSinkOptions,
+    ) -> Self {
+        self.series.push(SeriesSpec {
+            name: name.into(),
+            sink: Arc::new(sink),
+            options,
+        });
+        self
+    }
+
+    /// Registers a watcher of your own from the start.
+    pub fn watcher(
+        mut self,
+        name: impl Into<String>,
+        recipient: Recipient<EventMessage>,
+        policy: WatcherPolicy,
+    ) -> Self {
+        self.watchers.push((name.into(), recipient, policy));
+        self
+    }
+
+    /// Starts the actors. Must be called inside a running actix `System`.
+    pub fn start(self) -> Pipeline {
+        let registry = Arc::new(Registry::new());
+        let mut broadcaster = Broadcaster::new(Arc::clone(&registry));
+
+        if let Some((watcher, policy)) = self.logging {
+            let addr = watcher.start();
+            let queue = Arc::new(WatcherQueue::new("logging", policy));
+            broadcaster.add(addr.recipient(), None, queue);
+        }
+
+        let mut sinks = Vec::new();
+        for spec in self.sinks {
+            let (chain, recipient, queue) =
+                spawn_chain(spec, &registry, self.sink_arbiter.as_ref());
+            let batch = Some(chain.correlator.clone().recipient());
+            broadcaster.add(recipient, batch, queue);
+            sinks.push(chain);
+        }
+
+        let mut series = Vec::new();
+        for spec in self.series {
+            let name = format!("series:{}", spec.name);
+            let (chain, recipient, policy) =
+                spawn_series(spec, &self.clock, &registry, self.sink_arbiter.as_ref());
+            broadcaster.add(recipient, None, Arc::new(WatcherQueue::new(&name, policy)));
+            series.push(chain);
+        }
+
+        for (name, recipient, policy) in self.watchers {
+            let queue = Arc::new(WatcherQueue::new(&name, policy));
+            broadcaster.add(recipient, None, queue);
+        }
+
+        let broadcaster = broadcaster.start();
+        let v1 = self.events_v1.map(V1Intake::new).unwrap_or_default();
+        let (intake, rx) = Intake::channel(self.intake, self.clock, Arc::clone(&registry), v1);
+        let intake = Arc::new(intake);
+        let recorder_addr =
+            RecorderActor::new(self.factory, broadcaster.clone(), rx, Arc::clone(&registry))
+                .start();
+        Pipeline {
+            recorder: Recorder::from_backend(Backend::Intake(Arc::clone(&intake))),
+            intake,
+            recorder_addr,
+            broadcaster,
+            sinks,
+            series,
+            sink_arbiter: self.sink_arbiter,
+            registry,
+        }
+    }
+}
+
+impl Pipeline {
+    /// A builder for events from `source`.
+    pub fn builder(source: EventSource) -> PipelineBuilder {
+        PipelineBuilder::new(source)
+    }
+}

@@ -1,0 +1,212 @@
+//! The pipeline's shared vocabulary: how each bounded queue behaves when full
+//! ([`IntakePolicy`], [`WatcherPolicy`]) and how a failed write is retried ([`RetryPolicy`],
+//! [`Classifier`]). Every stage reads these; none of them knows about a stage.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kevents_core::{Disposition, SinkError};
+
+/// The intake's bound.
+///
+/// ```
+/// use kevents_actors::IntakePolicy;
+/// assert_eq!(IntakePolicy::default(), IntakePolicy::DropIfFull { capacity: 1000 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntakePolicy {
+    /// At most `capacity` occurrences wait in the intake (exactly: a bounded channel, not the
+    /// actix mailbox); a call that finds it full returns
+    /// [`Emit::Dropped`](crate::Emit::Dropped) and is counted.
+    DropIfFull {
+        /// Slots in the intake (at least 1).
+        capacity: usize,
+    },
+    /// No bound: nothing is ever dropped at the intake; memory grows with the backlog.
+    Unbounded,
+}
+
+impl Default for IntakePolicy {
+    /// Drop-if-full with 1000 slots (client-go 1.21+'s incoming queue size).
+    fn default() -> Self {
+        IntakePolicy::DropIfFull { capacity: 1000 }
+    }
+}
+
+/// How events reach one watcher. Both policies put a bounded queue in front of the watcher;
+/// the bound is exact (a semaphore of `capacity` slots, each held by one message until the
+/// watcher drops it), independent of actix's mailbox capacity.
+///
+/// ```
+/// use kevents_actors::WatcherPolicy;
+/// let p = WatcherPolicy::DropIfFull { capacity: 1000 };
+/// assert_eq!(p.capacity(), 1000);
+/// assert_eq!(WatcherPolicy::Backpressure { capacity: 0 }.capacity(), 1); // at least one slot
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatcherPolicy {
+    /// At most once: when the watcher has `capacity` events queued, further events are
+    /// dropped for this watcher only and counted. The broadcaster never waits, so a slow
+    /// watcher never slows the others (client-go's only policy, but counted here).
+    DropIfFull {
+        /// Slots in the watcher's queue.
+        capacity: usize,
+    },
+    /// Exactly once: when the queue is full the broadcaster waits for a free slot. That
+    /// holds every other watcher back too and makes the intake fill up, whose own policy
+    /// then decides.
+    Backpressure {
+        /// Slots in the watcher's queue.
+        capacity: usize,
+    },
+}
+
+impl Default for WatcherPolicy {
+    /// Drop-if-full with 1000 slots, client-go's watcher queue size.
+    fn default() -> Self {
+        WatcherPolicy::DropIfFull { capacity: 1000 }
+    }
+}
+
+impl WatcherPolicy {
+    /// The number of slots (at least 1).
+    pub fn capacity(&self) -> usize {
+        let c = match *self {
+            WatcherPolicy::DropIfFull { capacity } | WatcherPolicy::Backpressure { capacity } => {
+                capacity
+            }
+        };
+        c.clamp(
+            1,
+            (u32::MAX as usize).min(tokio::sync::Semaphore::MAX_PERMITS),
+        )
+    }
+
+    /// `drop_if_full` or `backpressure`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WatcherPolicy::DropIfFull { .. } => "drop_if_full",
+            WatcherPolicy::Backpressure { .. } => "backpressure",
+        }
+    }
+}
+
+/// Which errors are retried.
+#[derive(Clone, Default)]
+pub enum Classifier {
+    /// kevents: transport errors, timeouts, unexpected objects, and 429/500/502/503/504
+    /// ([`SinkError::disposition`]). The default.
+    #[default]
+    Kevents,
+    /// client-go 1.20: every HTTP error status is dropped ([`SinkError::client_go_disposition`]).
+    ClientGo,
+    /// A function of your own.
+    Custom(Arc<dyn Fn(&SinkError) -> Disposition + Send + Sync>),
+}
+
+impl fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Classifier::Kevents => f.write_str("Kevents"),
+            Classifier::ClientGo => f.write_str("ClientGo"),
+            Classifier::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
+impl Classifier {
+    /// Classifies one error.
+    pub fn classify(&self, e: &SinkError) -> Disposition {
+        match self {
+            Classifier::Kevents => e.disposition(),
+            Classifier::ClientGo => e.client_go_disposition(),
+            Classifier::Custom(f) => f(e),
+        }
+    }
+}
+
+/// Decides whether an error means the sink itself is broken (say, expired credentials): the
+/// sink actor is then restarted (rebuilding the sink if a factory was given) and the write is
+/// tried again.
+pub type FatalFn = Arc<dyn Fn(&SinkError) -> bool + Send + Sync>;
+
+/// How a write is retried. The defaults are client-go's (`tools/record/event.go`,
+/// `maxTriesPerEvent` and `sleepDuration`): 12 attempts in total, the first sleep random in
+/// `[0, 10 s)`, then 10 s; but with kevents' error classification (429 and 5xx are retried
+/// too) and the server's `Retry-After` honoured.
+///
+/// ```
+/// use kevents_actors::RetryPolicy;
+/// use std::time::Duration;
+/// let p = RetryPolicy::default();
+/// assert_eq!((p.max_attempts, p.sleep, p.randomize_first), (12, Duration::from_secs(10), true));
+/// let fast = RetryPolicy { sleep: Duration::ZERO, ..RetryPolicy::default() };
+/// # let _ = fast;
+/// ```
+#[derive(Clone)]
+pub struct RetryPolicy {
+    /// Attempts per write, the first included (at least 1).
+    pub max_attempts: u32,
+    /// Sleep between attempts.
+    pub sleep: Duration,
+    /// The first sleep is `sleep` times a random factor in `[0, 1)`, as client-go's.
+    pub randomize_first: bool,
+    /// Use the server's `Retry-After` instead of `sleep` when it sends one.
+    pub honour_retry_after: bool,
+    /// Upper bound on a `Retry-After` sleep.
+    pub max_retry_after: Duration,
+    /// Which errors are retried.
+    pub classifier: Classifier,
+    /// Which errors restart the sink (none by default).
+    pub fatal: Option<FatalFn>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 12,
+            sleep: Duration::from_secs(10),
+            randomize_first: true,
+            honour_retry_after: true,
+            max_retry_after: Duration::from_secs(60),
+            classifier: Classifier::Kevents,
+            fatal: None,
+        }
+    }
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("max_attempts", &self.max_attempts)
+            .field("sleep", &self.sleep)
+            .field("randomize_first", &self.randomize_first)
+            .field("honour_retry_after", &self.honour_retry_after)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("classifier", &self.classifier)
+            .field("fatal", &self.fatal.as_ref().map(|_| "custom"))
+            .finish()
+    }
+}
+
+impl RetryPolicy {
+    /// Attempts per write (at least 1).
+    pub(crate) fn attempts(&self) -> u32 {
+        self.max_attempts.max(1)
+    }
+
+    /// The sleep before attempt `next` (2 for the first retry) after `err`.
+    pub(crate) fn delay(&self, next: u32, err: Option<&SinkError>) -> Duration {
+        if self.honour_retry_after
+            && let Some(d) = err.and_then(SinkError::retry_after)
+        {
+            return d.min(self.max_retry_after);
+        }
+        if next == 2 && self.randomize_first {
+            self.sleep.mul_f64(fastrand::f64())
+        } else {
+            self.sleep
+        }
+    }
+}

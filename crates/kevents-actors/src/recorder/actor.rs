@@ -1,0 +1,159 @@
+//! The Recorder actor: owns the event factory (source, naming) and the intake's receiving
+//! end; takes accepted occurrences in batches and publishes them to the broadcaster, waiting
+//! for it before taking more (so broadcaster backpressure reaches the intake).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::stream;
+use kevents_core::EventFactory;
+use tokio::sync::oneshot;
+
+use super::intake::IntakeRx;
+use super::item::Item;
+use crate::broadcaster::{Broadcaster, Publish};
+use crate::registry::Registry;
+
+/// How many occurrences the recorder actor takes from the intake at once.
+const BATCH: usize = 256;
+
+/// Close the intake; replies once everything accepted before has been handed to the
+/// broadcaster.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct CloseIntake;
+
+/// Stop the recorder actor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct StopRecorder;
+
+/// The Recorder actor: owns the event factory (source, naming) and the intake's receiving
+/// end; builds events in batches and publishes them, waiting for the broadcaster before
+/// taking more (so broadcaster backpressure reaches the intake).
+pub(crate) struct RecorderActor {
+    factory: Arc<EventFactory>,
+    broadcaster: Addr<Broadcaster>,
+    rx: Option<(IntakeRx, oneshot::Receiver<()>)>,
+    close: Option<oneshot::Sender<()>>,
+    drained: bool,
+    waiters: Vec<oneshot::Sender<()>>,
+    registry: Arc<Registry>,
+}
+
+impl RecorderActor {
+    pub(crate) fn new(
+        factory: EventFactory,
+        broadcaster: Addr<Broadcaster>,
+        rx: IntakeRx,
+        registry: Arc<Registry>,
+    ) -> Self {
+        let (close_tx, close_rx) = oneshot::channel();
+        RecorderActor {
+            factory: Arc::new(factory),
+            broadcaster,
+            rx: Some((rx, close_rx)),
+            close: Some(close_tx),
+            drained: false,
+            waiters: Vec::new(),
+            registry,
+        }
+    }
+}
+
+struct IntakeStream {
+    rx: IntakeRx,
+    close: Option<oneshot::Receiver<()>>,
+}
+
+impl IntakeStream {
+    async fn next_batch(mut self) -> Option<(Vec<Item>, Self)> {
+        loop {
+            let mut buf = Vec::with_capacity(BATCH);
+            let got = match self.close.as_mut() {
+                Some(close) => tokio::select! {
+                    biased;
+                    _ = close => None,
+                    n = self.rx.recv_many(&mut buf, BATCH) => Some(n),
+                },
+                None => Some(self.rx.recv_many(&mut buf, BATCH).await),
+            };
+            match got {
+                // Closing keeps what is queued readable; later sends fail.
+                None => {
+                    self.rx.close();
+                    self.close = None;
+                }
+                Some(n) => return (n > 0).then_some((buf, self)),
+            }
+        }
+    }
+}
+
+impl Actor for RecorderActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.registry.actor_started();
+        if let Some((rx, close)) = self.rx.take() {
+            let state = IntakeStream {
+                rx,
+                close: Some(close),
+            };
+            ctx.add_stream(stream::unfold(state, IntakeStream::next_batch));
+        }
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.registry.actor_stopped();
+    }
+}
+
+impl StreamHandler<Vec<Item>> for RecorderActor {
+    fn handle(&mut self, items: Vec<Item>, ctx: &mut Context<Self>) {
+        self.registry.intake.taken(items.len() as u64);
+        ctx.wait(
+            self.broadcaster
+                .send(Publish(items, Arc::clone(&self.factory)))
+                .into_actor(self)
+                .map(|res, _, _| {
+                    if res.is_err() {
+                        tracing::debug!("broadcaster gone; events lost at shutdown");
+                    }
+                }),
+        );
+    }
+
+    fn finished(&mut self, _: &mut Context<Self>) {
+        self.drained = true;
+        for w in self.waiters.drain(..) {
+            let _ = w.send(());
+        }
+    }
+}
+
+impl Handler<CloseIntake> for RecorderActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: CloseIntake, _: &mut Context<Self>) -> Self::Result {
+        if let Some(close) = self.close.take() {
+            let _ = close.send(());
+        }
+        if self.drained {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiters.push(tx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+impl Handler<StopRecorder> for RecorderActor {
+    type Result = ();
+
+    fn handle(&mut self, _: StopRecorder, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}

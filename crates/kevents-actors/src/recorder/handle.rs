@@ -1,0 +1,276 @@
+//! The [`Recorder`] handle users record events with, and the `eventf!` / `eventf_v1!`
+//! macros.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use kevents_core::events::{CoreFallback, OccurrenceV1, to_core_occurrence};
+use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Reference};
+
+use super::fake_backend::FakeStore;
+use super::intake::Intake;
+use super::outcome::{Emit, RecordError};
+
+/// What a handle records into.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// A running pipeline's intake.
+    Intake(Arc<Intake>),
+    /// A [`FakeRecorder`](crate::FakeRecorder)'s store.
+    Fake(Arc<FakeStore>),
+}
+
+/// The handle users record events with: cheap to clone, `Send + Sync`, callable from any
+/// thread (actix or not).
+///
+/// **A call never blocks and never awaits.** It checks the occurrence (an invalid one
+/// returns [`RecordError::Invalid`] and nothing is emitted), stamps it with the recorder's
+/// clock and puts it into the intake. When the intake is full the occurrence is dropped,
+/// counted and [`Emit::Dropped`] is returned. After shutdown every call returns
+/// [`RecordError::Shutdown`]; nothing panics.
+///
+/// ```
+/// use kevents_actors::{Emit, FakeRecorder, RecordError};
+/// use kevents_core::{EventType, ObjectReference};
+///
+/// // The same handle type is backed by a pipeline in production and by a fake in tests.
+/// let fake = FakeRecorder::new();
+/// let recorder = fake.recorder();
+/// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+/// assert_eq!(recorder.event(&pod, EventType::Normal, "Started", "started")?, Emit::Queued);
+/// kevents_actors::eventf!(recorder, &pod, EventType::Warning, "BackOff", "restarting {} time(s)", 3)?;
+/// assert_eq!(fake.strings(), ["Normal Started started", "Warning BackOff restarting 3 time(s)"]);
+/// # Ok::<(), RecordError>(())
+/// ```
+#[derive(Clone)]
+pub struct Recorder {
+    backend: Backend,
+}
+
+impl fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.backend {
+            Backend::Intake(_) => "pipeline",
+            Backend::Fake(_) => "fake",
+        };
+        f.debug_struct("Recorder").field("backend", &kind).finish()
+    }
+}
+
+impl Recorder {
+    pub(crate) fn from_backend(backend: Backend) -> Self {
+        Recorder { backend }
+    }
+
+    /// Records a prepared occurrence (the general form of the calls below).
+    pub fn emit(&self, occurrence: Occurrence) -> Result<Emit, RecordError> {
+        match &self.backend {
+            Backend::Intake(p) => p.submit(occurrence),
+            Backend::Fake(f) => f.submit(occurrence),
+        }
+    }
+
+    /// Records an occurrence, waiting for room in the intake instead of dropping: opt-in
+    /// backpressure for producers that can wait (batch jobs, benchmarks). The future needs
+    /// no particular runtime. Invalid input and shutdown are reported as by [`emit`].
+    ///
+    /// [`emit`]: Recorder::emit
+    pub async fn emit_wait(&self, occurrence: Occurrence) -> Result<(), RecordError> {
+        match &self.backend {
+            Backend::Intake(p) => p.submit_wait(occurrence).await,
+            Backend::Fake(f) => f.submit(occurrence).map(|_| ()),
+        }
+    }
+
+    /// Records an `events.k8s.io/v1` occurrence (the general form of
+    /// [`eventf_v1`](Recorder::eventf_v1)): client-go `tools/events`
+    /// `Eventf(regarding, related, type, reason, action, note)`.
+    ///
+    /// Never blocks. The event is built and checked against the server's rules here (an
+    /// invalid one returns [`RecordError::InvalidV1`] and nothing is queued), stamped with the
+    /// recorder's clock and put into the same intake as core/v1 calls, with the same drop
+    /// accounting. When the pipeline was told that events.k8s.io/v1 is not served
+    /// ([`EventsV1Config::served`](crate::EventsV1Config::served)), the call goes down the
+    /// core/v1 correlator path instead, as client-go's adapter does. A
+    /// [`FakeRecorder`](crate::FakeRecorder) records the core/v1 form, with action and
+    /// related kept in annotations.
+    ///
+    /// ```
+    /// use kevents_actors::{Pipeline, SeriesSinkOptions};
+    /// use kevents_core::events::OccurrenceV1;
+    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use std::time::Duration;
+    ///
+    /// # actix::System::new().block_on(async {
+    /// let api = MemoryApiServer::new();
+    /// let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
+    ///     .series_sink("apiserver", api.clone(), SeriesSinkOptions::default())
+    ///     .start();
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// let occ = OccurrenceV1::new(pod, None, EventType::Normal, "Scheduled", "Binding", "bound");
+    /// assert!(pipeline.recorder().event_v1(occ).unwrap().is_queued());
+    /// pipeline.shutdown(Duration::from_secs(5)).await;
+    /// assert_eq!(api.list_v1()[0].action, "Binding");
+    /// # });
+    /// ```
+    pub fn event_v1(&self, occurrence: OccurrenceV1) -> Result<Emit, RecordError> {
+        match &self.backend {
+            Backend::Intake(p) => p.submit_v1(occurrence),
+            Backend::Fake(f) => f.submit(to_core_occurrence(
+                occurrence,
+                CoreFallback::KeepInAnnotations,
+            )),
+        }
+    }
+
+    /// [`event_v1`](Recorder::event_v1), waiting for room in the intake instead of dropping.
+    pub async fn event_v1_wait(&self, occurrence: OccurrenceV1) -> Result<(), RecordError> {
+        match &self.backend {
+            Backend::Intake(p) => p.submit_v1_wait(occurrence).await,
+            Backend::Fake(_) => self.event_v1(occurrence).map(|_| ()),
+        }
+    }
+
+    /// client-go `tools/events` `Eventf(regarding, related, eventtype, reason, action,
+    /// noteFmt, args...)`; use it through the [`eventf_v1!`](crate::eventf_v1) macro.
+    pub fn eventf_v1<R: Reference + ?Sized>(
+        &self,
+        regarding: &R,
+        related: Option<&dyn Reference>,
+        event_type: EventType,
+        reason: &str,
+        action: &str,
+        note: fmt::Arguments<'_>,
+    ) -> Result<Emit, RecordError> {
+        let regarding = self.reference(regarding)?;
+        let related = match related {
+            Some(r) => Some(self.reference(r)?),
+            None => None,
+        };
+        let note = match note.as_str() {
+            Some(s) => s.to_owned(),
+            None => fmt::format(note),
+        };
+        self.event_v1(OccurrenceV1::new(
+            regarding, related, event_type, reason, action, note,
+        ))
+    }
+
+    /// client-go `Event(object, eventtype, reason, message)`.
+    pub fn event<R: Reference + ?Sized>(
+        &self,
+        object: &R,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<Emit, RecordError> {
+        if let Backend::Intake(p) = &self.backend
+            && let Some(r) = object.as_object_reference()
+            && let Some(res) = p.submit_packed(r, event_type, reason, message)
+        {
+            return res;
+        }
+        let object = self.reference(object)?;
+        self.emit(Occurrence::new(object, event_type, reason, message))
+    }
+
+    /// client-go `Eventf(object, eventtype, reason, messageFmt, args...)`; use it with
+    /// `format_args!` or through the [`eventf!`](crate::eventf) macro.
+    pub fn eventf<R: Reference + ?Sized>(
+        &self,
+        object: &R,
+        event_type: EventType,
+        reason: &str,
+        message: fmt::Arguments<'_>,
+    ) -> Result<Emit, RecordError> {
+        let object = self.reference(object)?;
+        let message = match message.as_str() {
+            Some(s) => s.to_owned(),
+            None => fmt::format(message),
+        };
+        self.emit(Occurrence::new(object, event_type, reason, message))
+    }
+
+    /// client-go `AnnotatedEventf(object, annotations, eventtype, reason, ...)`: the event
+    /// object carries `annotations`.
+    pub fn annotated_event<R, I, K, V>(
+        &self,
+        object: &R,
+        annotations: I,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<Emit, RecordError>
+    where
+        R: Reference + ?Sized,
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let object = self.reference(object)?;
+        let mut occ = Occurrence::new(object, event_type, reason, message);
+        occ.annotations = annotations
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect::<BTreeMap<_, _>>();
+        self.emit(occ)
+    }
+
+    /// Whether the pipeline behind this handle has been shut down.
+    pub fn is_shut_down(&self) -> bool {
+        match &self.backend {
+            Backend::Intake(p) => p.is_closed(),
+            Backend::Fake(_) => false,
+        }
+    }
+
+    fn reference<R: Reference + ?Sized>(&self, object: &R) -> Result<ObjectReference, RecordError> {
+        object.object_reference().map_err(|e| {
+            let err = RecordError::Invalid(InvalidEvent::Reference(e));
+            match &self.backend {
+                Backend::Intake(p) => p.invalid(err),
+                Backend::Fake(_) => err,
+            }
+        })
+    }
+}
+
+/// `eventf!(recorder, object, type, reason, "format {}", args...)`: client-go's `Eventf`.
+///
+/// ```
+/// use kevents_actors::{eventf, FakeRecorder};
+/// use kevents_core::{EventType, ObjectReference};
+/// let fake = FakeRecorder::new();
+/// let r = fake.recorder();
+/// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
+/// eventf!(r, &pod, EventType::Normal, "Pulled", "pulled image {:?} in {}s", "nginx", 2).unwrap();
+/// assert_eq!(fake.events()[0].message, "pulled image \"nginx\" in 2s");
+/// ```
+#[macro_export]
+macro_rules! eventf {
+    ($recorder:expr, $object:expr, $type:expr, $reason:expr, $($fmt:tt)+) => {
+        $recorder.eventf($object, $type, $reason, ::std::format_args!($($fmt)+))
+    };
+}
+
+/// `eventf_v1!(recorder, regarding, related, type, reason, action, "note {}", args...)`:
+/// client-go `tools/events` `Eventf`. `related` is an `Option<&dyn Reference>`.
+///
+/// ```
+/// use kevents_actors::{eventf_v1, FakeRecorder};
+/// use kevents_core::{EventType, ObjectReference, Reference};
+/// let fake = FakeRecorder::new();
+/// let r = fake.recorder();
+/// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
+/// let node = ObjectReference::new("v1", "Node", "", "n1");
+/// eventf_v1!(r, &pod, Some(&node as &dyn Reference), EventType::Normal, "Scheduled", "Binding",
+///            "bound to {}", "n1").unwrap();
+/// assert_eq!(fake.events()[0].message, "bound to n1");
+/// ```
+#[macro_export]
+macro_rules! eventf_v1 {
+    ($recorder:expr, $regarding:expr, $related:expr, $type:expr, $reason:expr, $action:expr, $($fmt:tt)+) => {
+        $recorder.eventf_v1($regarding, $related, $type, $reason, $action, ::std::format_args!($($fmt)+))
+    };
+}

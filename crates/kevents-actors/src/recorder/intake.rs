@@ -1,0 +1,232 @@
+//! The intake: the bounded channel between the handles and the Recorder actor, and the
+//! checks every call goes through before it is queued (closed pipeline, client-side
+//! validation, v1 routing). Nothing here blocks unless the caller asked to wait.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use kevents_core::events::{OccurrenceV1, Route, from_core_occurrence};
+use kevents_core::make::{validate, validate_parts};
+use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock};
+use tokio::sync::mpsc;
+
+use super::events_v1::V1Intake;
+use super::item::{Item, PackedCore};
+use super::outcome::{DropReason, Emit, RecordError};
+use crate::policy::IntakePolicy;
+use crate::registry::Registry;
+use crate::telemetry::Refusal;
+
+enum IntakeTx {
+    Bounded(mpsc::Sender<Item>),
+    Unbounded(mpsc::UnboundedSender<Item>),
+}
+
+/// The receiving end, owned by the Recorder actor.
+pub(crate) enum IntakeRx {
+    Bounded(mpsc::Receiver<Item>),
+    Unbounded(mpsc::UnboundedReceiver<Item>),
+}
+
+impl IntakeRx {
+    pub(crate) async fn recv_many(&mut self, buf: &mut Vec<Item>, n: usize) -> usize {
+        match self {
+            IntakeRx::Bounded(rx) => rx.recv_many(buf, n).await,
+            IntakeRx::Unbounded(rx) => rx.recv_many(buf, n).await,
+        }
+    }
+
+    pub(crate) fn close(&mut self) {
+        match self {
+            IntakeRx::Bounded(rx) => rx.close(),
+            IntakeRx::Unbounded(rx) => rx.close(),
+        }
+    }
+}
+
+/// The sending side every handle of one pipeline shares.
+pub(crate) struct Intake {
+    tx: IntakeTx,
+    closed: AtomicBool,
+    clock: SharedClock,
+    registry: Arc<Registry>,
+    /// How `events.k8s.io/v1` calls are routed.
+    v1: V1Intake,
+}
+
+/// Why an item could not be put into the intake.
+enum SendFailure {
+    Full,
+    Closed,
+}
+
+impl Intake {
+    /// An intake with `policy`'s bound, and the receiving end for the Recorder actor.
+    pub(crate) fn channel(
+        policy: IntakePolicy,
+        clock: SharedClock,
+        registry: Arc<Registry>,
+        v1: V1Intake,
+    ) -> (Self, IntakeRx) {
+        let (tx, rx) = match policy {
+            IntakePolicy::DropIfFull { capacity } => {
+                let (tx, rx) =
+                    mpsc::channel(capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS));
+                (IntakeTx::Bounded(tx), IntakeRx::Bounded(rx))
+            }
+            IntakePolicy::Unbounded => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (IntakeTx::Unbounded(tx), IntakeRx::Unbounded(rx))
+            }
+        };
+        let intake = Intake {
+            tx,
+            closed: AtomicBool::new(false),
+            clock,
+            registry,
+            v1,
+        };
+        (intake, rx)
+    }
+
+    /// Refuses every later call (they return [`RecordError::Shutdown`]).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Counts a refusal and says why to the caller.
+    fn refuse<T>(&self, why: Refusal, err: RecordError) -> Result<T, RecordError> {
+        self.registry.intake.refused(why);
+        Err(err)
+    }
+
+    /// Counts an invalid call (a reference that could not be read) and returns its error.
+    pub(crate) fn invalid(&self, err: RecordError) -> RecordError {
+        self.registry.intake.refused(Refusal::Invalid);
+        err
+    }
+
+    fn check_open(&self) -> Result<(), RecordError> {
+        if self.is_closed() {
+            return self.refuse(Refusal::AfterShutdown, RecordError::Shutdown);
+        }
+        Ok(())
+    }
+
+    /// The intake item of a core/v1 call, or of its events.k8s.io/v1 form when core calls go
+    /// to the new API.
+    fn admit(&self, occ: Occurrence) -> Result<Item, RecordError> {
+        if let Some(action) = self.v1.core_calls_action() {
+            return self.admit_v1(from_core_occurrence(occ, action));
+        }
+        self.admit_core(occ)
+    }
+
+    /// The intake item of a core/v1 occurrence (never redirected to events.k8s.io/v1).
+    fn admit_core(&self, occ: Occurrence) -> Result<Item, RecordError> {
+        self.check_open()?;
+        if let Err(e) = validate(&occ) {
+            return self.refuse(Refusal::Invalid, e.into());
+        }
+        Ok(Item::Core(self.clock.now(), Box::new(occ)))
+    }
+
+    /// The intake item of an events.k8s.io/v1 call: built and validated here (the caller
+    /// gets the error), or its core/v1 form when the API is not served.
+    fn admit_v1(&self, occ: OccurrenceV1) -> Result<Item, RecordError> {
+        self.check_open()?;
+        match self.v1.route(self.clock.now(), occ) {
+            Ok(Route::EventsV1(e)) => Ok(Item::EventsV1(e)),
+            Ok(Route::CoreV1(core)) => self.admit_core(*core),
+            Err(e) => self.refuse(Refusal::Invalid, e.into()),
+        }
+    }
+
+    /// A core/v1 call; never waits.
+    pub(crate) fn submit(&self, occ: Occurrence) -> Result<Emit, RecordError> {
+        let item = self.admit(occ)?;
+        self.send(item)
+    }
+
+    /// An events.k8s.io/v1 call; never waits.
+    pub(crate) fn submit_v1(&self, occ: OccurrenceV1) -> Result<Emit, RecordError> {
+        let item = self.admit_v1(occ)?;
+        self.send(item)
+    }
+
+    /// A core/v1 call, waiting for room in the intake.
+    pub(crate) async fn submit_wait(&self, occ: Occurrence) -> Result<(), RecordError> {
+        let item = self.admit(occ)?;
+        self.send_wait(item).await
+    }
+
+    /// An events.k8s.io/v1 call, waiting for room in the intake.
+    pub(crate) async fn submit_v1_wait(&self, occ: OccurrenceV1) -> Result<(), RecordError> {
+        let item = self.admit_v1(occ)?;
+        self.send_wait(item).await
+    }
+
+    /// `event` on an `ObjectReference` without annotations: the same checks, clock reading
+    /// and intake as [`Intake::submit`], with the strings copied into one allocation instead
+    /// of one per field (`None`: take the general path).
+    pub(crate) fn submit_packed(
+        &self,
+        r: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Option<Result<Emit, RecordError>> {
+        if self.v1.core_calls_action().is_some() {
+            return None;
+        }
+        if let Err(e) = self.check_open() {
+            return Some(Err(e));
+        }
+        if let Err(e) = validate_parts(event_type.as_str(), &r.namespace, &BTreeMap::new()) {
+            return Some(self.refuse(Refusal::Invalid, e.into()));
+        }
+        let packed = PackedCore::new(r, event_type, reason, message)?;
+        Some(self.send(Item::Packed(self.clock.now(), packed)))
+    }
+
+    /// Puts an item into the intake without waiting and counts the outcome.
+    fn send(&self, item: Item) -> Result<Emit, RecordError> {
+        let sent = match &self.tx {
+            IntakeTx::Bounded(tx) => tx.try_send(item).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => SendFailure::Full,
+                mpsc::error::TrySendError::Closed(_) => SendFailure::Closed,
+            }),
+            IntakeTx::Unbounded(tx) => tx.send(item).map_err(|_| SendFailure::Closed),
+        };
+        match sent {
+            Ok(()) => {
+                self.registry.intake.recorded();
+                Ok(Emit::Queued)
+            }
+            Err(SendFailure::Full) => {
+                self.registry.intake.refused(Refusal::IntakeFull);
+                Ok(Emit::Dropped(DropReason::IntakeFull))
+            }
+            Err(SendFailure::Closed) => self.refuse(Refusal::AfterShutdown, RecordError::Shutdown),
+        }
+    }
+
+    /// Puts an item into the intake, waiting for room, and counts the outcome.
+    async fn send_wait(&self, item: Item) -> Result<(), RecordError> {
+        let sent = match &self.tx {
+            IntakeTx::Bounded(tx) => tx.send(item).await.is_ok(),
+            IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
+        };
+        if sent {
+            self.registry.intake.recorded();
+            Ok(())
+        } else {
+            self.refuse(Refusal::AfterShutdown, RecordError::Shutdown)
+        }
+    }
+}

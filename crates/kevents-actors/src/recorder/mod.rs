@@ -1,0 +1,27 @@
+//! The recorder: the [`Recorder`] handle users call, the bounded intake behind it, and the
+//! Recorder actor that takes what the intake accepted and publishes it to the broadcaster.
+//!
+//! ```text
+//!  Recorder (handle) ─▶ Intake: closed? valid? v1 routing ─▶ [bounded channel] ─▶ RecorderActor ─Publish─▶ Broadcaster
+//!        │ FakeRecorder: FakeStore keeps FakeEvents instead
+//! ```
+
+mod actor;
+mod events_v1;
+mod fake;
+mod fake_backend;
+mod handle;
+mod intake;
+mod item;
+mod outcome;
+
+pub(crate) use actor::{CloseIntake, RecorderActor, StopRecorder};
+pub(crate) use events_v1::V1Intake;
+pub use events_v1::{CoreCalls, EventsV1Config};
+pub use fake::FakeRecorder;
+pub use fake_backend::FakeEvent;
+pub(crate) use handle::Backend;
+pub use handle::Recorder;
+pub(crate) use intake::Intake;
+pub(crate) use item::{Item, build};
+pub use outcome::{DropReason, Emit, RecordError};

@@ -1,0 +1,15 @@
+//! Counting, apart from flow control: each stage's counters as typed instrumentation events
+//! (a method per thing that happens, which counts it in-process, mirrors it to the `metrics`
+//! facade and, for drops, logs it rate-limited). Metric names are all in [`names`].
+
+mod counter;
+mod intake;
+pub(crate) mod names;
+mod series;
+mod sink;
+mod watcher;
+
+pub(crate) use intake::{IntakeCounters, Refusal};
+pub(crate) use series::SeriesCounters;
+pub(crate) use sink::{Decisions, SinkCounters, WriteEnd};
+pub(crate) use watcher::WatcherCounters;

@@ -1,0 +1,36 @@
+//! Every metric name the pipeline exports through the `metrics` facade, in one place (the
+//! table in [`crate::stats`] documents their labels and meaning).
+
+/// Counter: occurrences accepted into the intake.
+pub(crate) const RECORDED: &str = "kevents_recorded_total";
+/// Counter, label `reason` (`invalid`, `intake_full`, `after_shutdown`): refused at the recorder.
+pub(crate) const DROPPED: &str = "kevents_dropped_total";
+/// Counter: events the broadcaster distributed.
+pub(crate) const BROADCAST: &str = "kevents_broadcast_total";
+/// Counter, label `watcher`: events queued for a watcher.
+pub(crate) const WATCHER_ACCEPTED: &str = "kevents_watcher_accepted_total";
+/// Counter, labels `watcher`, `reason` (`full`, `closed`): events a watcher did not get.
+pub(crate) const WATCHER_DROPPED: &str = "kevents_watcher_dropped_total";
+/// Counter, labels `sink`, `outcome` (`correlated`, `aggregated`, `spam_filtered`).
+pub(crate) const SINK_EVENTS: &str = "kevents_sink_events_total";
+/// Counter, labels `sink`, `outcome` (`created`, `patched`, `recreated`, `rejected`,
+/// `retry_exhausted`, `abandoned`).
+pub(crate) const SINK_WRITES: &str = "kevents_sink_writes_total";
+/// Counter, label `sink`: requests made, retries included.
+pub(crate) const SINK_ATTEMPTS: &str = "kevents_sink_attempts_total";
+/// Counter, label `sink`: supervisor restarts of a sink actor.
+pub(crate) const SINK_RESTARTS: &str = "kevents_sink_restarts_total";
+/// Gauge, label `queue` (`intake`, `watcher:<name>`, `sink:<name>`): items waiting.
+pub(crate) const QUEUE_DEPTH: &str = "kevents_queue_depth";
+/// Counter, labels `sink`, `kind` (`singleton`, `series`): series cache evictions.
+pub(crate) const SERIES_EVICTED: &str = "kevents_series_evicted_total";
+/// Counter, labels `sink`, `reason` (`heartbeat`, `finish`, `flush`): timer and flush writes.
+pub(crate) const SERIES_WRITES: &str = "kevents_series_writes_total";
+/// Counter, label `sink`: repeats counted in memory without a write.
+pub(crate) const SERIES_COUNTED: &str = "kevents_series_counted_in_memory_total";
+/// Counter, labels `sink`, `outcome` (`delivered`, `failed`): finished events.k8s.io/v1 writes.
+pub(crate) const SERIES_REQUESTS: &str = "kevents_series_requests_total";
+/// Gauge, label `sink`: open series now.
+pub(crate) const SERIES_OPEN: &str = "kevents_series_open";
+/// Gauge, label `sink`: tracked events now.
+pub(crate) const SERIES_ENTRIES: &str = "kevents_series_entries";
