@@ -144,6 +144,9 @@ pub type FatalFn = Arc<dyn Fn(&SinkError) -> bool + Send + Sync>;
 /// let fast = RetryPolicy { sleep: Duration::ZERO, ..RetryPolicy::default() };
 /// # let _ = fast;
 /// ```
+///
+/// A server's `Retry-After` is kept within `[min_retry_after, max_retry_after]` (1 s and
+/// 60 s by default), so `Retry-After: 0` cannot spend the whole budget at once.
 #[derive(Clone)]
 pub struct RetryPolicy {
     /// Attempts per write, the first included (at least 1).
@@ -156,6 +159,9 @@ pub struct RetryPolicy {
     pub honour_retry_after: bool,
     /// Upper bound on a `Retry-After` sleep.
     pub max_retry_after: Duration,
+    /// Lower bound on a `Retry-After` sleep (default 1 s): a server answering
+    /// `Retry-After: 0` would otherwise use up every attempt within moments.
+    pub min_retry_after: Duration,
     /// Which errors are retried.
     pub classifier: Classifier,
     /// Which errors restart the sink (none by default).
@@ -170,6 +176,7 @@ impl Default for RetryPolicy {
             randomize_first: true,
             honour_retry_after: true,
             max_retry_after: Duration::from_secs(60),
+            min_retry_after: Duration::from_secs(1),
             classifier: Classifier::Kevents,
             fatal: None,
         }
@@ -184,6 +191,7 @@ impl fmt::Debug for RetryPolicy {
             .field("randomize_first", &self.randomize_first)
             .field("honour_retry_after", &self.honour_retry_after)
             .field("max_retry_after", &self.max_retry_after)
+            .field("min_retry_after", &self.min_retry_after)
             .field("classifier", &self.classifier)
             .field("fatal", &self.fatal.as_ref().map(|_| "custom"))
             .finish()
@@ -201,12 +209,37 @@ impl RetryPolicy {
         if self.honour_retry_after
             && let Some(d) = err.and_then(SinkError::retry_after)
         {
-            return d.min(self.max_retry_after);
+            return d.max(self.min_retry_after).min(self.max_retry_after);
         }
         if next == 2 && self.randomize_first {
             self.sleep.mul_f64(fastrand::f64())
         } else {
             self.sleep
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevents_core::Status;
+
+    fn too_many(retry_after_secs: u64) -> SinkError {
+        let mut s = Status::failure(429, "TooManyRequests", "slow down");
+        s.retry_after = Some(Duration::from_secs(retry_after_secs));
+        SinkError::Status(Box::new(s))
+    }
+
+    #[test]
+    fn retry_after_is_kept_within_its_bounds() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.delay(3, Some(&too_many(0))), Duration::from_secs(1));
+        assert_eq!(p.delay(3, Some(&too_many(5))), Duration::from_secs(5));
+        assert_eq!(p.delay(3, Some(&too_many(3600))), Duration::from_secs(60));
+        let no_floor = RetryPolicy {
+            min_retry_after: Duration::ZERO,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(no_floor.delay(3, Some(&too_many(0))), Duration::ZERO);
     }
 }
