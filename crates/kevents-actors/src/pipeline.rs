@@ -81,7 +81,8 @@ struct SinkSpec {
 ///
 /// ```
 /// use kevents_actors::{Pipeline, SinkOptions, WatcherPolicy};
-/// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+/// use kevents_core::{EventSource, EventType, ObjectReference};
+/// use kevents_sim::MemoryApiServer;
 /// use std::time::Duration;
 ///
 /// # actix::System::new().block_on(async {
@@ -124,7 +125,7 @@ impl std::fmt::Debug for PipelineBuilder {
 impl PipelineBuilder {
     /// A builder for events from `source`, with client-go's defaults.
     pub fn new(source: EventSource) -> Self {
-        let reporter = kevents_core::events::Reporter::new(source.component.clone());
+        let reporter = kevents_core::events_v1::Reporter::new(source.component.clone());
         PipelineBuilder {
             series: Vec::new(),
             events_v1: Some(crate::series::EventsV1Config::new(reporter)),
@@ -202,8 +203,9 @@ impl PipelineBuilder {
     ///
     /// ```
     /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptions};
-    /// use kevents_core::events::Reporter;
-    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use kevents_core::events_v1::Reporter;
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
     /// use std::time::Duration;
     ///
     /// # actix::System::new().block_on(async {
@@ -233,7 +235,7 @@ impl PipelineBuilder {
     pub fn series_sink(
         mut self,
         name: impl Into<String>,
-        sink: impl kevents_core::events::EventsV1Sink,
+        sink: impl kevents_core::events_v1::EventsV1Sink,
         options: crate::series::SeriesSinkOptions,
     ) -> Self {
         self.series.push(crate::series::SeriesSpec {

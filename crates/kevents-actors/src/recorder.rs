@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::prelude::*;
 use futures_util::stream;
-use kevents_core::make::{validate, validate_parts};
+use kevents_core::core_v1::{validate, validate_parts};
 use kevents_core::{
     EventFactory, EventType, InvalidEvent, ObjectReference, Occurrence, Reference, SharedClock,
     Time,
@@ -82,7 +82,7 @@ pub enum RecordError {
     /// An `events.k8s.io/v1` occurrence failed the server's rules, checked client-side
     /// (section F); nothing was emitted.
     #[error(transparent)]
-    InvalidV1(#[from] kevents_core::events::InvalidEventV1),
+    InvalidV1(#[from] kevents_core::events_v1::InvalidEventV1),
     /// The pipeline has been shut down (or its actors are gone).
     #[error("the event pipeline is shut down")]
     Shutdown,
@@ -98,7 +98,7 @@ pub(crate) enum Item {
     /// allocation (the Recorder actor unpacks it into the same [`Occurrence`]).
     Packed(Time, PackedCore),
     /// Built and validated at the call (boxed: keeps the intake's slots small).
-    EventsV1(Box<kevents_core::events::Event>),
+    EventsV1(Box<kevents_core::events_v1::Event>),
 }
 
 /// The strings of a core/v1 call without annotations, in one buffer: the reference's
@@ -242,7 +242,7 @@ impl IntakeShared {
     /// or routed to the core/v1 path when the API is not served.
     pub(crate) fn submit_v1(
         &self,
-        occ: kevents_core::events::OccurrenceV1,
+        occ: kevents_core::events_v1::OccurrenceV1,
     ) -> Result<Emit, RecordError> {
         let item = match self.v1_item(occ)? {
             Ok(item) => item,
@@ -254,7 +254,7 @@ impl IntakeShared {
     /// [`IntakeShared::submit_v1`], waiting for room in the intake.
     pub(crate) async fn submit_v1_wait(
         &self,
-        occ: kevents_core::events::OccurrenceV1,
+        occ: kevents_core::events_v1::OccurrenceV1,
     ) -> Result<(), RecordError> {
         let item = match self.v1_item(occ)? {
             Ok(item) => item,
@@ -267,7 +267,7 @@ impl IntakeShared {
     /// (`Err`). Counts refusals.
     fn v1_item(
         &self,
-        occ: kevents_core::events::OccurrenceV1,
+        occ: kevents_core::events_v1::OccurrenceV1,
     ) -> Result<Result<Item, Occurrence>, RecordError> {
         let s = &self.stats.intake;
         if self.closed.load(Ordering::Acquire) {
@@ -275,8 +275,8 @@ impl IntakeShared {
             return Err(RecordError::Shutdown);
         }
         match self.v1.route(self.clock.now(), occ) {
-            Ok(kevents_core::events::Route::EventsV1(e)) => Ok(Ok(Item::EventsV1(e))),
-            Ok(kevents_core::events::Route::CoreV1(core)) => Ok(Err(*core)),
+            Ok(kevents_core::events_v1::Route::EventsV1(e)) => Ok(Ok(Item::EventsV1(e))),
+            Ok(kevents_core::events_v1::Route::CoreV1(core)) => Ok(Err(*core)),
             Err(e) => {
                 s.invalid.add(1);
                 Err(e.into())
@@ -291,7 +291,7 @@ impl IntakeShared {
 
     fn submit(&self, occ: Occurrence) -> Result<Emit, RecordError> {
         if let Some(action) = self.v1.core_calls_action() {
-            return self.submit_v1(kevents_core::events::from_core_occurrence(occ, action));
+            return self.submit_v1(kevents_core::events_v1::from_core_occurrence(occ, action));
         }
         self.submit_inner(occ)
     }
@@ -366,7 +366,7 @@ impl IntakeShared {
 
     async fn submit_wait(&self, occ: Occurrence) -> Result<(), RecordError> {
         if let Some(action) = self.v1.core_calls_action() {
-            let v1 = kevents_core::events::from_core_occurrence(occ, action);
+            let v1 = kevents_core::events_v1::from_core_occurrence(occ, action);
             return self.submit_v1_wait(v1).await;
         }
         let s = &self.stats.intake;
@@ -490,8 +490,9 @@ impl Recorder {
     ///
     /// ```
     /// use kevents_actors::{Pipeline, SeriesSinkOptions};
-    /// use kevents_core::events::OccurrenceV1;
-    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use kevents_core::events_v1::OccurrenceV1;
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
     /// use std::time::Duration;
     ///
     /// # actix::System::new().block_on(async {
@@ -508,13 +509,13 @@ impl Recorder {
     /// ```
     pub fn event_v1(
         &self,
-        occurrence: kevents_core::events::OccurrenceV1,
+        occurrence: kevents_core::events_v1::OccurrenceV1,
     ) -> Result<Emit, RecordError> {
         match &self.backend {
             Backend::Pipeline(p) => p.submit_v1(occurrence),
-            Backend::Fake(f) => f.submit(kevents_core::events::to_core_occurrence(
+            Backend::Fake(f) => f.submit(kevents_core::events_v1::to_core_occurrence(
                 occurrence,
-                kevents_core::events::CoreFallback::KeepInAnnotations,
+                kevents_core::events_v1::CoreFallback::KeepInAnnotations,
             )),
         }
     }
@@ -522,7 +523,7 @@ impl Recorder {
     /// [`event_v1`](Recorder::event_v1), waiting for room in the intake instead of dropping.
     pub async fn event_v1_wait(
         &self,
-        occurrence: kevents_core::events::OccurrenceV1,
+        occurrence: kevents_core::events_v1::OccurrenceV1,
     ) -> Result<(), RecordError> {
         match &self.backend {
             Backend::Pipeline(p) => p.submit_v1_wait(occurrence).await,
@@ -550,7 +551,7 @@ impl Recorder {
             Some(s) => s.to_owned(),
             None => fmt::format(note),
         };
-        self.event_v1(kevents_core::events::OccurrenceV1::new(
+        self.event_v1(kevents_core::events_v1::OccurrenceV1::new(
             regarding, related, event_type, reason, action, note,
         ))
     }

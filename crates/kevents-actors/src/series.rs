@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::FutureExt;
-use kevents_core::events::{
+use kevents_core::events_v1::{
     ApiBridge, CoreFallback, Event, EventFactoryV1, EventsV1Sink, InvalidEventV1, OccurrenceV1,
     Reporter, Route, SeriesCache, SeriesOptions, SeriesStats, Step, V1WriteOutcome, Write,
     WriteReason, write_once,
@@ -44,7 +44,7 @@ pub enum CoreCalls {
     #[default]
     CoreV1,
     /// `events.k8s.io/v1` events through the series chains
-    /// ([`from_core_occurrence`](kevents_core::events::from_core_occurrence)): the object
+    /// ([`from_core_occurrence`](kevents_core::events_v1::from_core_occurrence)): the object
     /// becomes `regarding`, the message the `note`; `action` is this value, or the reason
     /// when `None`. Only while events.k8s.io/v1 is served ([`EventsV1Config::served`]).
     EventsV1 {
@@ -58,7 +58,7 @@ pub enum CoreCalls {
 ///
 /// ```
 /// use kevents_actors::{CoreCalls, EventsV1Config};
-/// use kevents_core::events::{CoreFallback, Reporter};
+/// use kevents_core::events_v1::{CoreFallback, Reporter};
 ///
 /// // Discovery said events.k8s.io/v1 is missing (e.g. `HttpSink::events_v1_served()` was
 /// // false): v1 calls become core/v1 events, keeping action/related in annotations.
@@ -214,7 +214,7 @@ pub struct SeriesSinkOptions {
     /// Retries of CREATEs, series starts, evictions and flushes (heartbeats and finishes are
     /// tried once, as client-go: the cache reschedules them). Attempts, sleeps and
     /// `Retry-After` are honoured; which errors are retried is
-    /// [`kevents_core::events::classify`] (kevents' classification, 429/5xx included).
+    /// [`kevents_core::events_v1::classify`] (kevents' classification, 429/5xx included).
     pub retry: RetryPolicy,
     /// Writes in flight at once across different events; writes of one event are always one
     /// after the other (a series PATCH after its CREATE).
