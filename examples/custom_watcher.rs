@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use kevents_actors::{EventMessage, Pipeline, SinkOptions, WatcherPolicy, eventf};
-use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+use kevents_core::{EventSource, EventType, ObjectReference};
+use kevents_sim::MemoryApiServer;
 
 /// A watcher that counts Warning events per reason (what a metrics or alerting plug-in
 /// would do).

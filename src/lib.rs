@@ -6,11 +6,13 @@
 //! and flushes on shutdown.
 //!
 //! This crate is the facade: it re-exports the pipeline ([`kevents_actors`]), the pure core
-//! ([`core`]), the HTTP sink ([`http`], feature `http`, on by default) and, with the `sim`
-//! feature, the apiserver simulator ([`sim`]).
+//! ([`core`], with the two event APIs as [`core_v1`] and [`events_v1`]), the HTTP sink
+//! ([`http`], feature `http`, on by default) and, with the `sim` feature, the apiserver
+//! simulators (`kevents::sim`, and the in-memory apiserver as `kevents::MemoryApiServer`).
 //!
 //! ```
-//! use kevents::{EventSource, EventType, MemoryApiServer, ObjectReference, Pipeline, SinkOptions};
+//! use kevents::{EventSource, EventType, ObjectReference, Pipeline, SinkOptions};
+//! use kevents_sim::MemoryApiServer; // `kevents::MemoryApiServer` with the `sim` feature
 //! use std::time::Duration;
 //!
 //! # actix::System::new().block_on(async {
@@ -30,17 +32,24 @@
 
 pub use kevents_actors::*;
 pub use kevents_core as core;
+/// The core/v1 `Event` API (client-go `tools/record`): model, construction, sink, correlator.
+pub use kevents_core::core_v1;
+/// The `events.k8s.io/v1` API (client-go `tools/events`): model, construction, series, sink.
+pub use kevents_core::events_v1;
 pub use kevents_core::{
-    Clock, Event, EventFactory, EventSink, EventSource, EventType, InvalidEvent, MemoryApiServer,
-    ObjectReference, Occurrence, Reference, ReferenceError, SinkError, SystemClock, Time,
-    VirtualClock,
+    Clock, Event, EventFactory, EventSink, EventSource, EventType, InvalidEvent, ObjectReference,
+    Occurrence, Reference, ReferenceError, SinkError, SystemClock, Time, VirtualClock,
 };
+
+/// The in-memory apiserver (for tests and demos).
+#[cfg(feature = "sim")]
+pub use kevents_sim::MemoryApiServer;
 
 /// The apiserver sink and its configuration (kubeconfig, in-cluster, explicit).
 #[cfg(feature = "http")]
 pub use kevents_http as http;
 
-/// The in-process apiserver simulator.
+/// The apiserver simulators: in-process HTTP, in-memory, replay, benchmark workloads.
 #[cfg(feature = "sim")]
 pub use kevents_sim as sim;
 

@@ -16,9 +16,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use kevents_actors::{
     Emit, EventsV1Config, Pipeline, PipelineBuilder, SeriesSinkOptions, SinkOptions,
 };
-use kevents_core::correlator::CorrelatorOptions;
-use kevents_core::events::Reporter;
-use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+use kevents_core::core_v1::correlator::CorrelatorOptions;
+use kevents_core::events_v1::Reporter;
+use kevents_core::{EventSource, EventType, ObjectReference};
+use kevents_sim::MemoryApiServer;
 
 /// A pipeline running in an actix System on its own thread; send on the oneshot to stop it.
 struct Running {

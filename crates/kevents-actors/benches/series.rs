@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use kevents_actors::{IntakePolicy, Pipeline, SeriesSinkOptions, WatcherPolicy};
-use kevents_core::events::{Event, EventsV1Sink, OccurrenceV1, SeriesOptions, V1SinkFuture};
+use kevents_core::events_v1::{Event, EventsV1Sink, OccurrenceV1, SeriesOptions, V1SinkFuture};
 use kevents_core::{EventSource, EventType, ObjectReference};
 
 /// Answers every request with an empty event (the series cache never reads the reply).

@@ -29,7 +29,8 @@
 //!
 //! ```
 //! use kevents_actors::{Pipeline, SinkOptions, WatcherPolicy, eventf};
-//! use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+//! use kevents_core::{EventSource, EventType, ObjectReference};
+//! use kevents_sim::MemoryApiServer;
 //! use std::time::Duration;
 //!
 //! #[actix::main]

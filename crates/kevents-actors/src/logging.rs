@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use actix::prelude::*;
 use kevents_core::Event;
-use kevents_core::events::Event as EventV1;
+use kevents_core::events_v1::Event as EventV1;
 
 use crate::message::EventMessage;
 

@@ -25,7 +25,7 @@ pub enum Recorded {
     Core(Event),
     /// An `events.k8s.io/v1` event built and validated by the recorder (client-go
     /// `tools/events`), before any series bookkeeping (the series sink chain does that).
-    EventsV1(kevents_core::events::Event),
+    EventsV1(kevents_core::events_v1::Event),
 }
 
 impl Recorded {
@@ -41,10 +41,10 @@ impl Recorded {
     ///
     /// ```
     /// use kevents_actors::Recorded;
-    /// let r = Recorded::EventsV1(kevents_core::events::Event::default());
+    /// let r = Recorded::EventsV1(kevents_core::events_v1::Event::default());
     /// assert!(r.events_v1().is_some() && r.core().is_none());
     /// ```
-    pub fn events_v1(&self) -> Option<&kevents_core::events::Event> {
+    pub fn events_v1(&self) -> Option<&kevents_core::events_v1::Event> {
         match self {
             Recorded::EventsV1(e) => Some(e),
             Recorded::Core(_) => None,
@@ -184,7 +184,7 @@ impl EventMessage {
     }
 
     /// The `events.k8s.io/v1` event, if this is one.
-    pub fn event_v1(&self) -> Option<&kevents_core::events::Event> {
+    pub fn event_v1(&self) -> Option<&kevents_core::events_v1::Event> {
         self.record.events_v1()
     }
 

@@ -23,7 +23,7 @@
 //! | `kevents_series_requests_total` | `sink`, `outcome` = `delivered`, `failed` | finished events.k8s.io/v1 writes |
 //! | `kevents_series_open`, `kevents_series_entries` (gauges) | `sink` | open series / tracked events now |
 
-use kevents_core::events::SeriesStats;
+use kevents_core::events_v1::SeriesStats;
 
 use crate::policy::WatcherPolicy;
 

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::*;
 use kevents_actors::{IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
-use kevents_core::correlator::CorrelatorOptions;
+use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::{
-    EventSource, EventType, MemoryApiServer, ObjectReference, Occurrence, SharedClock, Time,
-    VirtualClock,
+    EventSource, EventType, ObjectReference, Occurrence, SharedClock, Time, VirtualClock,
 };
+use kevents_sim::MemoryApiServer;
 
 fn source() -> EventSource {
     EventSource::new("test", "node")

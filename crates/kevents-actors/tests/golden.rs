@@ -12,7 +12,7 @@ use kevents_actors::{
     Emit, LogStyle, LoggingWatcher, Pipeline, RecordError, RetryPolicy, SinkOptions, WatcherPolicy,
     eventf,
 };
-use kevents_core::correlator::CorrelatorOptions;
+use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::{EventSource, EventType, ObjectReference, Time, VirtualClock};
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -292,7 +292,7 @@ async fn d13_concurrent_emitters_then_shutdown() {
         .logging(WatcherPolicy::default())
         .sink(
             "api",
-            kevents_core::MemoryApiServer::new(),
+            kevents_sim::MemoryApiServer::new(),
             SinkOptions::default(),
         )
         .start();

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kevents_actors::{Emit, IntakePolicy, Pipeline, RecordError, SinkOptions, StatsSnapshot};
-use kevents_core::correlator::CorrelatorOptions;
-use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference, Occurrence};
+use kevents_core::core_v1::correlator::CorrelatorOptions;
+use kevents_core::{EventSource, EventType, ObjectReference, Occurrence};
+use kevents_sim::MemoryApiServer;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 
 /// A counter's identity: name and labels (label order does not matter).

@@ -11,14 +11,15 @@ use kevents_actors::{
     CoreCalls, EventsV1Config, Pipeline, RecordError, RetryPolicy, SeriesSinkOptions, SinkOptions,
     TokioClock, eventf_v1,
 };
-use kevents_core::events::{
+use kevents_core::events_v1::{
     ACTION_ANNOTATION, ClusterScopedNamespace, CoreFallback, EventFactoryV1, EventsV1Sink,
     InvalidEventV1, NotePolicy, OccurrenceV1, Reporter, SeriesOptions, V1SinkFuture,
 };
 use kevents_core::{
-    EventSource, EventType, MemoryApiServer, ObjectReference, Reference, SinkError, Status, Time,
-    VirtualClock, events,
+    EventSource, EventType, ObjectReference, Reference, SinkError, Status, Time, VirtualClock,
+    events_v1,
 };
+use kevents_sim::MemoryApiServer;
 
 const MIN: Duration = Duration::from_secs(60);
 
@@ -63,13 +64,13 @@ fn backoff() -> OccurrenceV1 {
     )
 }
 
-fn only_event(api: &MemoryApiServer) -> events::Event {
+fn only_event(api: &MemoryApiServer) -> events_v1::Event {
     let all = api.list_v1();
     assert_eq!(all.len(), 1, "{all:#?}");
     all.into_iter().next().unwrap()
 }
 
-fn count(e: &events::Event) -> Option<i32> {
+fn count(e: &events_v1::Event) -> Option<i32> {
     e.series.map(|s| s.count)
 }
 
@@ -448,13 +449,13 @@ impl Flaky {
 }
 
 impl EventsV1Sink for Flaky {
-    fn create_v1(&self, event: &events::Event) -> V1SinkFuture {
+    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
         match self.fail() {
             Some(e) => Box::pin(async move { Err(e) }),
             None => self.api.create_v1(event),
         }
     }
-    fn patch_v1(&self, event: &events::Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
         match self.fail() {
             Some(e) => Box::pin(async move { Err(e) }),
             None => self.api.patch_v1(event, patch),

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
-use kevents_core::{EventSource, EventType, Workload};
+use kevents_core::{EventSource, EventType};
 use kevents_http::{HttpConfig, HttpSink};
+use kevents_sim::workload::Workload;
 use kevents_sim::{SimConfig, Simulator};
 use serde_json::json;
 

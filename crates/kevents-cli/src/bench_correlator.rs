@@ -4,11 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kevents_core::correlator::{Correlator, CorrelatorOptions};
-use kevents_core::workload::peak_rss_bytes;
-use kevents_core::{
-    Clock, EventFactory, EventSource, EventType, Naming, Time, VirtualClock, Workload,
-};
+use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
+use kevents_core::{Clock, EventFactory, EventSource, EventType, Naming, Time, VirtualClock};
+use kevents_sim::workload::{Workload, peak_rss_bytes};
 use serde_json::json;
 
 /// Options of `kevents bench correlator`.

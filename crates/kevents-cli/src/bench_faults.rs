@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use kevents_actors::{IntakePolicy, Pipeline, SinkOptions, StatsSnapshot, WatcherPolicy};
-use kevents_core::workload::peak_rss_bytes;
-use kevents_core::{EventSource, EventType, Workload};
+use kevents_core::{EventSource, EventType};
 use kevents_http::{HttpConfig, HttpSink};
+use kevents_sim::workload::{Workload, peak_rss_bytes};
 use kevents_sim::{SimConfig, Simulator};
 use serde_json::json;
 

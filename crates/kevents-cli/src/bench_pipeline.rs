@@ -8,12 +8,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
-use kevents_core::correlator::CorrelatorOptions;
-use kevents_core::workload::peak_rss_bytes;
+use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::{
     Event, EventFactory, EventSink, EventSource, EventType, Naming, ObjectReference, SinkFuture,
-    Workload,
 };
+use kevents_sim::workload::{Workload, peak_rss_bytes};
 use serde_json::json;
 
 /// Delivery policy of the benchmark pipeline.

@@ -4,8 +4,8 @@ use std::io::{BufRead, BufWriter, Read, Write};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use kevents_core::correlator::CorrelatorOptions;
-use kevents_core::replay::{Replayer, from_kubectl_json};
+use kevents_core::core_v1::correlator::CorrelatorOptions;
+use kevents_sim::replay::{Replayer, from_kubectl_json};
 
 /// Options of `kevents replay`; absent flags take client-go's defaults.
 #[derive(Args, Debug)]

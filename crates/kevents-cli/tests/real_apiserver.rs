@@ -12,8 +12,9 @@ use std::time::Duration;
 use kevents_actors::{
     IntakePolicy, Pipeline, RetryPolicy, SinkOptions, SinkSnapshot, WatcherPolicy,
 };
-use kevents_core::{Event, EventSource, EventType, ObjectReference, Workload};
+use kevents_core::{Event, EventSource, EventType, ObjectReference};
 use kevents_http::{HttpConfig, HttpSink};
+use kevents_sim::workload::Workload;
 use kevents_testkit::RealApiserver;
 
 fn start() -> Option<RealApiserver> {

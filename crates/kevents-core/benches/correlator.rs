@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use kevents_core::correlator::{Correlator, CorrelatorOptions};
-use kevents_core::{
-    Clock, EventFactory, EventSource, EventType, Naming, Time, VirtualClock, Workload,
-};
+use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
+use kevents_core::{Clock, EventFactory, EventSource, EventType, Naming, Time, VirtualClock};
+use kevents_sim::workload::Workload;
 
 fn bench_workload(c: &mut Criterion, w: Workload) {
     let mut group = c.benchmark_group(format!("correlator/{}", w.name));

@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use kevents_core::events::{EventFactoryV1, OccurrenceV1, Reporter, SeriesCache, SeriesOptions};
-use kevents_core::workload::peak_rss_bytes;
+use kevents_core::events_v1::{EventFactoryV1, OccurrenceV1, Reporter, SeriesCache, SeriesOptions};
 use kevents_core::{EventType, ObjectReference, Time};
+use kevents_sim::workload::peak_rss_bytes;
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -2,7 +2,8 @@
 //!
 //! Go escapes `<`, `>`, `&`, U+2028 and U+2029 as `\u003c`-style sequences and writes
 //! backspace and form feed as `\u0008`/`\u000c`; `serde_json` does neither. Field order
-//! comes from the struct definitions in [`crate::model`], which follow Go's.
+//! comes from the struct definitions in [`crate::core_v1`] and [`crate::events_v1`], which
+//! follow Go's.
 
 use std::io;
 

@@ -1,9 +1,19 @@
-//! The pure, synchronous core of kevents: the core/v1 `Event` model, recorder-side event
-//! construction and validation, and client-go's `EventCorrelator` (aggregation, observation
-//! and the spam filter), with an injectable clock. No actix, no IO.
+//! The pure, synchronous core of kevents: the event models of the two Kubernetes event APIs,
+//! recorder-side construction and validation, client-go's `EventCorrelator` (aggregation,
+//! observation and the spam filter) and client-go 1.27+ event series, with an injectable
+//! clock. No actix, no IO.
+//!
+//! * [`core_v1`]: the core/v1 `Event` API of client-go's `tools/record` (model,
+//!   [`EventFactory`], [`EventSink`], [`write_event`], [`core_v1::correlator`]).
+//! * [`events_v1`]: the `events.k8s.io/v1` API of client-go's `tools/events` (model,
+//!   `EventFactoryV1`, `SeriesCache`, `EventsV1Sink`, the fallback bridge to core/v1).
+//! * Shared by both: [`time`], [`name`], [`json`], [`reference`](mod@reference) ([`ObjectReference`],
+//!   [`Reference`]), [`meta`] ([`ObjectMeta`]) and [`status`] ([`SinkError`], [`Status`]).
+//!
+//! The in-memory apiserver, the replay tool and the benchmark workloads live in `kevents-sim`.
 //!
 //! ```
-//! use kevents_core::correlator::{Correlator, CorrelatorOptions};
+//! use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
 //! use kevents_core::{EventFactory, EventSource, EventType, ObjectReference, Occurrence, Clock,
 //!                    SystemClock};
 //!
@@ -17,30 +27,21 @@
 //! assert!(!decision.skip && decision.patch.is_none()); // first sighting: CREATE
 //! ```
 
-pub mod correlator;
-pub mod events;
+pub mod core_v1;
+pub mod events_v1;
 pub mod json;
-pub mod make;
-pub mod memory;
-pub mod model;
+pub mod meta;
 pub mod name;
-pub mod record;
 pub mod reference;
-pub mod replay;
-pub mod sink;
+pub mod status;
 pub mod time;
-pub mod workload;
 
-pub use correlator::{Correlated, Correlator, CorrelatorOptions};
-pub use events::{
-    Event as EventV1, EventFactoryV1, EventsV1Sink, InvalidEventV1, OccurrenceV1, SeriesCache,
-    SeriesOptions,
+pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions};
+pub use core_v1::{
+    Event, EventFactory, EventSeries, EventSink, EventSource, EventType, InvalidEvent, Naming,
+    Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,
 };
-pub use make::{EventFactory, InvalidEvent, Naming, Occurrence};
-pub use memory::MemoryApiServer;
-pub use model::{Event, EventSeries, EventSource, EventType, ObjectMeta, ObjectReference};
-pub use record::{WriteKind, WriteOutcome, write_event};
-pub use reference::{Reference, ReferenceError};
-pub use sink::{Disposition, EventSink, SinkError, SinkFuture, Status};
+pub use meta::ObjectMeta;
+pub use reference::{ObjectReference, Reference, ReferenceError};
+pub use status::{Disposition, SinkError, Status};
 pub use time::{Clock, IntervalClock, SharedClock, SystemClock, Time, VirtualClock};
-pub use workload::Workload;

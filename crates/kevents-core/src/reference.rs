@@ -1,5 +1,6 @@
-//! Building the `involvedObject` reference from whatever object a user has, as client-go's
-//! `GetReference` does.
+//! [`ObjectReference`], the reference to the object an event is about (core/v1
+//! `involvedObject`, events.k8s.io/v1 `regarding` and `related`), and [`Reference`]: building
+//! it from whatever object a user has, as client-go's `GetReference` does.
 //!
 //! * An [`ObjectReference`] is used as given (its `fieldPath` kept).
 //! * With the `kube` feature, any `kube::Resource` with a static type (every `k8s-openapi`
@@ -7,9 +8,78 @@
 //!   from its type, and name, namespace, uid and resourceVersion from its metadata.
 //! * Any other type can implement [`Reference`] itself.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::model::ObjectReference;
+/// A reference to the object an event is about (`involvedObject`), as client-go's
+/// `GetReference` builds it.
+///
+/// ```
+/// use kevents_core::ObjectReference;
+/// let r = ObjectReference::new("v1", "Pod", "default", "web-1").with_uid("u1");
+/// assert_eq!(
+///     serde_json::to_string(&r).unwrap(),
+///     r#"{"kind":"Pod","namespace":"default","name":"web-1","uid":"u1","apiVersion":"v1"}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectReference {
+    /// Kind of the referent, e.g. `Pod`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Namespace of the referent; empty for cluster-scoped objects.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name of the referent.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// UID of the referent.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// API version of the referent, `group/version` or `v1` for the core group.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The referent's resourceVersion when the event was recorded.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    /// A field inside the object, e.g. `spec.containers{app}`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field_path: String,
+}
+
+impl ObjectReference {
+    /// A reference with api version, kind, namespace and name set.
+    pub fn new(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        ObjectReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+    /// Sets the UID.
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = uid.into();
+        self
+    }
+    /// Sets the field path (what client-go's `GetPartialReference` does).
+    pub fn with_field_path(mut self, field_path: impl Into<String>) -> Self {
+        self.field_path = field_path.into();
+        self
+    }
+    /// Sets the resourceVersion.
+    pub fn with_resource_version(mut self, rv: impl Into<String>) -> Self {
+        self.resource_version = rv.into();
+        self
+    }
+}
 
 /// Why no reference could be built for an object.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -4,15 +4,15 @@
 
 use std::time::Duration;
 
-use kevents_core::events::{
+use kevents_core::events_v1::{
     self, ApiBridge, ClusterScopedNamespace, ClusterScopedRule, CoreFallback, Event,
     EventFactoryV1, EventSeries, InvalidEventV1, NotePolicy, OccurrenceV1, Reporter, Route,
     SeriesCache, SeriesOptions, Step, Write, WriteReason,
 };
 use kevents_core::{
-    Clock, EventType, MemoryApiServer, ObjectReference, SinkError, Status, Time, VirtualClock,
-    eventf_v1,
+    Clock, EventType, ObjectReference, SinkError, Status, Time, VirtualClock, occurrence_v1,
 };
+use kevents_sim::MemoryApiServer;
 use proptest::prelude::*;
 
 fn t(s: &str) -> Time {
@@ -127,7 +127,7 @@ fn p8_series_start_patch_bytes() {
 
 #[test]
 fn d10_event_series_1_27() {
-    let f = factory("eventTest", &format!("eventTest-{}", events::hostname()));
+    let f = factory("eventTest", &format!("eventTest-{}", events_v1::hostname()));
     let regarding = pod("baz", "foo")
         .with_uid("bar")
         .with_field_path(".spec.containers[1]");
@@ -135,7 +135,7 @@ fn d10_event_series_1_27() {
         .with_uid("bar")
         .with_field_path(".spec.containers[0]");
     let call = |action: &str| {
-        eventf_v1!(
+        occurrence_v1!(
             regarding.clone(),
             Some(related.clone()),
             EventType::Normal,
@@ -300,7 +300,7 @@ fn as_write(e: &Event) -> Write {
         },
         Some(s) => Write::Patch {
             event: e.clone(),
-            patch: events::series_patch(&s),
+            patch: events_v1::series_patch(&s),
             reason: WriteReason::SeriesStart,
         },
     }
@@ -407,7 +407,7 @@ fn d20_names_related_and_cluster_scoped() {
     let e = f
         .make(
             now,
-            eventf_v1!(
+            occurrence_v1!(
                 p.clone(),
                 Some(node.clone()),
                 EventType::Warning,
@@ -787,13 +787,13 @@ fn validation_rules() {
     let mut e = good.clone();
     e.event_time = None;
     assert_eq!(
-        events::validate_create(&e, rule),
+        events_v1::validate_create(&e, rule),
         Err(InvalidEventV1::EventTimeMissing)
     );
     let mut e = good.clone();
     e.series = Some(EventSeries::new(1, now));
     assert_eq!(
-        events::validate_create(&e, rule),
+        events_v1::validate_create(&e, rule),
         Err(InvalidEventV1::SeriesCount(1))
     );
     let mut e = good.clone();
@@ -802,19 +802,19 @@ fn validation_rules() {
         last_observed_time: None,
     });
     assert_eq!(
-        events::validate_create(&e, rule),
+        events_v1::validate_create(&e, rule),
         Err(InvalidEventV1::SeriesLastObservedTime)
     );
     let mut e = good.clone();
     e.deprecated_count = 1;
     assert_eq!(
-        events::validate_create(&e, rule),
+        events_v1::validate_create(&e, rule),
         Err(InvalidEventV1::Deprecated("deprecatedCount"))
     );
     let mut e = good;
     e.deprecated_source.component = "kubelet".into();
     assert_eq!(
-        events::validate_create(&e, rule),
+        events_v1::validate_create(&e, rule),
         Err(InvalidEventV1::Deprecated("deprecatedSource"))
     );
 }
@@ -865,7 +865,7 @@ fn fallback_routing_between_the_apis() {
         "Pull",
         "boom",
     );
-    assert!(events::events_v1_served(["events.k8s.io/v1"]));
+    assert!(events_v1::events_v1_served(["events.k8s.io/v1"]));
     let v1 = ApiBridge {
         events_v1_served: true,
         ..Default::default()
@@ -896,8 +896,8 @@ fn fallback_routing_between_the_apis() {
     let Route::CoreV1(o) = keep.route(&f, now, call.clone()).unwrap() else {
         panic!("expected core/v1")
     };
-    assert_eq!(o.annotations[events::ACTION_ANNOTATION], "Pull");
-    assert_eq!(o.annotations[events::RELATED_ANNOTATION], "v1/Node//n1");
+    assert_eq!(o.annotations[events_v1::ACTION_ANNOTATION], "Pull");
+    assert_eq!(o.annotations[events_v1::RELATED_ANNOTATION], "v1/Node//n1");
     // Invalid calls are refused on the v1 path before anything is built.
     let mut bad = call;
     bad.action.clear();
@@ -905,7 +905,9 @@ fn fallback_routing_between_the_apis() {
 
     // A core/v1 style call recorded into the new API: action defaults to the reason.
     let o = kevents_core::Occurrence::new(pod("ns", "p"), EventType::Normal, "Pulled", "ok");
-    let e = f.make(now, events::from_core_occurrence(o, None)).unwrap();
+    let e = f
+        .make(now, events_v1::from_core_occurrence(o, None))
+        .unwrap();
     assert_eq!((e.action.as_str(), e.reason.as_str()), ("Pulled", "Pulled"));
 }
 
@@ -1019,7 +1021,7 @@ proptest! {
         };
         let o = OccurrenceV1::new(pod(&ns, &name), None, EventType::Normal, reason, action, note);
         if let Ok(e) = f.make(t("2021-01-01T00:00:00Z"), o) {
-            prop_assert_eq!(events::validate_create(&e, ClusterScopedRule::default()), Ok(()));
+            prop_assert_eq!(events_v1::validate_create(&e, ClusterScopedRule::default()), Ok(()));
             let api = MemoryApiServer::new();
             prop_assert!(api.create_v1_now(&e).is_ok());
             prop_assert!(e.note.len() <= 1024);

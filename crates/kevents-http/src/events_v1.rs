@@ -1,11 +1,13 @@
-//! `events.k8s.io/v1` over HTTP: [`EventsV1Sink`] for [`HttpSink`], with the same request
-//! building, authentication and error decoding as the core/v1 sink.
+//! `events.k8s.io/v1` over HTTP (client-go `tools/events`): [`EventsV1Sink`] for [`HttpSink`],
+//! `GET` and lists of `events.k8s.io/v1` events, and the discovery that decides between this
+//! API and the core/v1 fallback ([`HttpSink::events_v1_served`]), with the same request
+//! building, authentication and error decoding as the core/v1 sink ([`crate::client`]).
 
 use http::Method;
 use kevents_core::SinkError;
-use kevents_core::events::{self, EventsV1Sink, V1SinkFuture};
+use kevents_core::events_v1::{self, EventsV1Sink, V1SinkFuture};
 
-use super::{Answer, Body, HttpSink, decode_event_of, status_error};
+use crate::client::{Answer, Body, HttpSink, decode_event_of, status_error};
 
 /// Path segments of the `events.k8s.io/v1` API.
 const EVENTS_V1: &[&str] = &["apis", "events.k8s.io", "v1"];
@@ -21,6 +23,20 @@ impl HttpSink {
         self.events_url_at(EVENTS_V1, namespace, name)
     }
 
+    /// Whether `events.k8s.io/v1` is served (`GET /apis/events.k8s.io/v1` answers 200);
+    /// decides between the events.k8s.io/v1 API and the core/v1 fallback.
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_core::SinkError> {
+    /// if !sink.events_v1_served().await? {
+    ///     println!("falling back to core/v1 events");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn events_v1_served(&self) -> Result<bool, SinkError> {
+        self.api_served("/apis/events.k8s.io/v1").await
+    }
+
     /// `GET` of one `events.k8s.io/v1` event.
     ///
     /// ```no_run
@@ -33,7 +49,7 @@ impl HttpSink {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<events::Event, SinkError> {
+    ) -> Result<events_v1::Event, SinkError> {
         let url = self.events_v1_url(namespace, Some(name))?;
         decode_event_v1(self.send(Method::GET, url, Body::Empty).await?)
     }
@@ -47,7 +63,10 @@ impl HttpSink {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn list_events_v1(&self, namespace: &str) -> Result<Vec<events::Event>, SinkError> {
+    pub async fn list_events_v1(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<events_v1::Event>, SinkError> {
         let url = self.events_v1_url(namespace, None)?;
         let answer = self.send(Method::GET, url, Body::Empty).await?;
         if !answer.status.is_success() {
@@ -56,7 +75,7 @@ impl HttpSink {
         #[derive(serde::Deserialize)]
         struct List {
             #[serde(default)]
-            items: Vec<events::Event>,
+            items: Vec<events_v1::Event>,
         }
         serde_json::from_slice::<List>(&answer.body)
             .map(|l| l.items)
@@ -65,8 +84,8 @@ impl HttpSink {
 }
 
 /// A 2xx answer must carry an `events.k8s.io/v1` Event; anything else is the server's error.
-fn decode_event_v1(answer: Answer) -> Result<events::Event, SinkError> {
-    decode_event_of(answer, Some(events::API_VERSION))
+fn decode_event_v1(answer: Answer) -> Result<events_v1::Event, SinkError> {
+    decode_event_of(answer, Some(events_v1::API_VERSION))
 }
 
 /// `POST`/`PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]`: the event's JSON,
@@ -75,7 +94,7 @@ fn decode_event_v1(answer: Answer) -> Result<events::Event, SinkError> {
 /// [`SinkError::Transport`], ...).
 ///
 /// ```no_run
-/// use kevents_core::events::{write_once, EventFactoryV1, OccurrenceV1, Reporter, SeriesCache,
+/// use kevents_core::events_v1::{write_once, EventFactoryV1, OccurrenceV1, Reporter, SeriesCache,
 ///                            SeriesOptions};
 /// use kevents_core::{Clock, EventType, ObjectReference, SystemClock};
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -93,19 +112,19 @@ fn decode_event_v1(answer: Answer) -> Result<events::Event, SinkError> {
 /// # Ok(()) }
 /// ```
 impl EventsV1Sink for HttpSink {
-    fn create_v1(&self, event: &events::Event) -> V1SinkFuture {
+    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
         let ns = &event.metadata.namespace;
-        self.create_at(EVENTS_V1, ns, event, Some(events::API_VERSION))
+        self.create_at(EVENTS_V1, ns, event, Some(events_v1::API_VERSION))
     }
 
-    fn patch_v1(&self, event: &events::Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
         let meta = &event.metadata;
         self.patch_at(
             EVENTS_V1,
             &meta.namespace,
             &meta.name,
             patch,
-            Some(events::API_VERSION),
+            Some(events_v1::API_VERSION),
         )
     }
 }

@@ -1,6 +1,11 @@
 //! The HTTP side of kevents: [`HttpSink`], an [`EventSink`](kevents_core::EventSink) that
 //! writes core/v1 Events to a Kubernetes apiserver exactly as client-go's `EventSinkImpl`
-//! does, over `reqwest` with rustls (crypto provider `ring`).
+//! does, and an [`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink) for
+//! `events.k8s.io/v1`, over `reqwest` with rustls (crypto provider `ring`).
+//!
+//! Source layout: `client.rs` (the HTTP client both APIs share: requests, authentication,
+//! TLS via `tls.rs`, bounded body reads, `Status` decoding), `core_v1.rs` (core/v1 events),
+//! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` and `auth.rs`.
 //!
 //! Configuration comes from a kubeconfig or the in-cluster service account (both loaded by
 //! `kube`'s config module, feature `config` only) or is built by hand ([`HttpConfig`]).
@@ -31,10 +36,12 @@
 //! ```
 
 mod auth;
+mod client;
 pub mod config;
-mod sink;
+mod core_v1;
+mod events_v1;
 mod tls;
 
+pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
 pub use secrecy;
-pub use sink::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};

@@ -1,5 +1,15 @@
-//! An in-process Kubernetes apiserver simulator for core/v1 Events, on loopback HTTP (or
-//! HTTPS with a generated self-signed certificate), with injectable faults.
+//! Kubernetes apiserver simulators for kevents:
+//!
+//! * [`Simulator`]: an in-process apiserver for core/v1 and `events.k8s.io/v1` Events on
+//!   loopback HTTP (or HTTPS with a generated self-signed certificate), with injectable
+//!   faults (below);
+//! * [`MemoryApiServer`] ([`memory`]): an in-memory apiserver called directly, without HTTP
+//!   (an `EventSink` and an `EventsV1Sink`), for tests, replay and benchmarks;
+//! * [`replay`]: replaying recorded occurrences through the core/v1 correlation path (the
+//!   `kevents replay` command);
+//! * [`workload`]: the benchmark workloads of `docs/benchmarks.md`.
+//!
+//! The HTTP simulator:
 //!
 //! It answers `POST /api/v1/namespaces/{ns}/events`, `PATCH`/`GET`/`DELETE
 //! .../events/{name}`, event lists, namespace creation, `/version` and discovery with the
@@ -31,8 +41,13 @@
 //! # Ok(()) }
 //! ```
 
+pub mod memory;
+pub mod replay;
 mod server;
 mod store;
+pub mod workload;
+
+pub use memory::MemoryApiServer;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

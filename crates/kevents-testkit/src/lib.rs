@@ -1,7 +1,7 @@
 //! Test harness for kevents against apiservers: a real kube-apiserver v1.20.2 + etcd
 //! ([`RealApiserver`], started by `scripts/apiserver/start.sh`), the in-process simulator,
-//! and one conformance suite ([`conformance`]) that runs the same scenarios against both
-//! through a [`Target`].
+//! and the conformance suites ([`conformance::core_v1`], [`conformance::events_v1`]) that run
+//! the same scenarios against both through a [`Target`].
 //!
 //! When the kube-apiserver binary is not provisioned, [`RealApiserver::start`] prints why
 //! the real-apiserver tests skip and returns `Ok(None)`, except in CI (`CI` set to anything
@@ -9,17 +9,19 @@
 //!
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use kevents_testkit::{Target, conformance};
+//! use kevents_testkit::Target;
+//! use kevents_testkit::conformance::{core_v1, events_v1};
 //! let sim = Target::simulator().await?;
-//! conformance::run_all(&sim).await?;
+//! core_v1::run_all(&sim).await?;
+//! events_v1::run_all(&sim).await?;
 //! if let Some(real) = Target::real().await? {
-//!     conformance::run_all(&real).await?;
+//!     core_v1::run_all(&real).await?;
+//!     events_v1::run_all(&real).await?;
 //! }
 //! # Ok(()) }
 //! ```
 
 pub mod conformance;
-pub mod conformance_v1;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -10,7 +10,6 @@
 
 mod correlator;
 mod sink;
-mod write;
 
 use std::sync::Arc;
 

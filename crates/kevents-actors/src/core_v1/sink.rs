@@ -1,14 +1,14 @@
 //! The Sink actor of a core/v1 chain: writes correlated events through an [`EventSink`] with
 //! the keyed writer engine (in order per event, concurrently across events, retried), under
-//! an actix `Supervisor` that restarts it without losing what is queued.
+//! an actix `Supervisor` that restarts it without losing what is queued. Each attempt is
+//! core's [`WriteEvent`] (client-go's `recordEvent`: PATCH, CREATE after 404).
 
 use std::sync::Arc;
 
 use actix::WeakRecipient;
 use actix::prelude::*;
-use kevents_core::{Disposition, Event, EventSink, WriteOutcome};
+use kevents_core::{Disposition, Event, EventSink, WriteEvent, WriteOutcome};
 
-use super::write::WriteEvent;
 use crate::message::DeliverySlot;
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
-use kevents_core::events::{
+use kevents_core::events_v1::{
     EventsV1Sink, SeriesCache, Step, V1WriteOutcome, Write, WriteReason, write_once,
 };
 use kevents_core::{SharedClock, SinkError, Time};

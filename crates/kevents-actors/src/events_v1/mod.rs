@@ -1,6 +1,6 @@
 //! The events.k8s.io/v1 sink chain (client-go 1.27+ `tools/events` event series): a
 //! [`SeriesActor`](actor) registered as a watcher that owns a bounded
-//! [`SeriesCache`](kevents_core::events::SeriesCache), runs its heartbeat/finish timers on
+//! [`SeriesCache`](kevents_core::events_v1::SeriesCache), runs its heartbeat/finish timers on
 //! the actix clock, writes through an [`EventsV1Sink`] with the keyed writer engine, and
 //! writes the latest count of every open series on graceful shutdown.
 //!
@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use kevents_core::SharedClock;
-use kevents_core::events::EventsV1Sink;
+use kevents_core::events_v1::EventsV1Sink;
 
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use kevents_core::SharedClock;
-use kevents_core::events::SeriesOptions;
+use kevents_core::events_v1::SeriesOptions;
 
 use crate::policy::{RetryPolicy, WatcherPolicy};
 
@@ -26,7 +26,7 @@ pub struct SeriesSinkOptions {
     /// Retries of CREATEs, series starts, evictions and flushes (heartbeats and finishes are
     /// tried once, as client-go: the cache reschedules them). Attempts, sleeps and
     /// `Retry-After` are honoured; which errors are retried is
-    /// [`kevents_core::events::classify`] (kevents' classification, 429/5xx included).
+    /// [`kevents_core::events_v1::classify`] (kevents' classification, 429/5xx included).
     pub retry: RetryPolicy,
     /// Writes in flight at once across different events; writes of one event are always one
     /// after the other (a series PATCH after its CREATE).

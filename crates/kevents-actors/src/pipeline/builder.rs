@@ -20,7 +20,8 @@ use crate::registry::Registry;
 ///
 /// ```
 /// use kevents_actors::{Pipeline, SinkOptions, WatcherPolicy};
-/// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+/// use kevents_core::{EventSource, EventType, ObjectReference};
+/// use kevents_sim::MemoryApiServer;
 /// use std::time::Duration;
 ///
 /// # actix::System::new().block_on(async {
@@ -63,7 +64,7 @@ impl std::fmt::Debug for PipelineBuilder {
 impl PipelineBuilder {
     /// A builder for events from `source`, with client-go's defaults.
     pub fn new(source: EventSource) -> Self {
-        let reporter = kevents_core::events::Reporter::new(source.component.clone());
+        let reporter = kevents_core::events_v1::Reporter::new(source.component.clone());
         PipelineBuilder {
             series: Vec::new(),
             events_v1: Some(EventsV1Config::new(reporter)),
@@ -141,8 +142,9 @@ impl PipelineBuilder {
     ///
     /// ```
     /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptions};
-    /// use kevents_core::events::Reporter;
-    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use kevents_core::events_v1::Reporter;
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
     /// use std::time::Duration;
     ///
     /// # actix::System::new().block_on(async {
@@ -172,7 +174,7 @@ impl PipelineBuilder {
     pub fn series_sink(
         mut self,
         name: impl Into<String>,
-        sink: impl kevents_core::events::EventsV1Sink,
+        sink: impl kevents_core::events_v1::EventsV1Sink,
         options: SeriesSinkOptions,
     ) -> Self {
         self.series.push(SeriesSpec {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use kevents_core::Time;
-use kevents_core::events::{
+use kevents_core::events_v1::{
     ApiBridge, CoreFallback, EventFactoryV1, InvalidEventV1, OccurrenceV1, Reporter, Route,
 };
 
@@ -16,7 +16,7 @@ pub enum CoreCalls {
     #[default]
     CoreV1,
     /// `events.k8s.io/v1` events through the series chains
-    /// ([`from_core_occurrence`](kevents_core::events::from_core_occurrence)): the object
+    /// ([`from_core_occurrence`](kevents_core::events_v1::from_core_occurrence)): the object
     /// becomes `regarding`, the message the `note`; `action` is this value, or the reason
     /// when `None`. Only while events.k8s.io/v1 is served ([`EventsV1Config::served`]).
     EventsV1 {
@@ -30,7 +30,7 @@ pub enum CoreCalls {
 ///
 /// ```
 /// use kevents_actors::{CoreCalls, EventsV1Config};
-/// use kevents_core::events::{CoreFallback, Reporter};
+/// use kevents_core::events_v1::{CoreFallback, Reporter};
 ///
 /// // Discovery said events.k8s.io/v1 is missing (e.g. `HttpSink::events_v1_served()` was
 /// // false): v1 calls become core/v1 events, keeping action/related in annotations.

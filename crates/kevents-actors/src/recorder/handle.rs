@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use kevents_core::events::{CoreFallback, OccurrenceV1, to_core_occurrence};
+use kevents_core::events_v1::{CoreFallback, OccurrenceV1, to_core_occurrence};
 use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Reference};
 
 use super::fake_backend::FakeStore;
@@ -98,8 +98,9 @@ impl Recorder {
     ///
     /// ```
     /// use kevents_actors::{Pipeline, SeriesSinkOptions};
-    /// use kevents_core::events::OccurrenceV1;
-    /// use kevents_core::{EventSource, EventType, MemoryApiServer, ObjectReference};
+    /// use kevents_core::events_v1::OccurrenceV1;
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
     /// use std::time::Duration;
     ///
     /// # actix::System::new().block_on(async {

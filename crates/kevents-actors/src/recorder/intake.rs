@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kevents_core::events::{OccurrenceV1, Route, from_core_occurrence};
-use kevents_core::make::{validate, validate_parts};
+use kevents_core::core_v1::{validate, validate_parts};
+use kevents_core::events_v1::{OccurrenceV1, Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock};
 use tokio::sync::mpsc;
 

@@ -19,7 +19,7 @@ pub(crate) enum Item {
     /// allocation (the Recorder actor unpacks it into the same [`Occurrence`]).
     Packed(Time, PackedCore),
     /// Built and validated at the call (boxed: keeps the intake's slots small).
-    EventsV1(Box<kevents_core::events::Event>),
+    EventsV1(Box<kevents_core::events_v1::Event>),
 }
 
 /// The strings of a core/v1 call without annotations, in one buffer: the reference's

@@ -9,9 +9,9 @@ use std::time::Duration;
 use actix::prelude::*;
 use kevents_actors::{EventMessage, Pipeline};
 use kevents_core::{
-    Event, EventSink, EventType, MemoryApiServer, ObjectReference, Occurrence, SinkError,
-    SinkFuture,
+    Event, EventSink, EventType, ObjectReference, Occurrence, SinkError, SinkFuture,
 };
+use kevents_sim::MemoryApiServer;
 
 pub fn pod(name: &str) -> ObjectReference {
     ObjectReference::new("v1", "Pod", "ns", name).with_uid(format!("uid-{name}"))

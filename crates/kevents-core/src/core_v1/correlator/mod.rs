@@ -1,0 +1,478 @@
+//! client-go's `EventCorrelator`: decides, for every occurrence, whether the apiserver gets a
+//! CREATE, a PATCH (and with which body), or nothing.
+//!
+//! Three stages run in client-go's order on every occurrence (reference B15):
+//!
+//! 1. **aggregate**: similar events (same object and reason, different messages) are
+//!    counted per aggregate key; once `max_events` distinct messages were seen without a gap
+//!    longer than `max_interval`, the occurrence is replaced by an aggregate event with the
+//!    message `"(combined from similar events): <message>"`.
+//! 2. **observe**: an event already seen (same full key) gets the cached name,
+//!    resourceVersion and firstTimestamp, `count + 1`, and a strategic-merge patch
+//!    `{"count","lastTimestamp","message"}`.
+//! 3. **spam filter**: one token bucket per source and object; no token means skip. Stages
+//!    1 and 2 have already counted the occurrence, so the next written one carries it.
+//!
+//! After every successful write, [`Correlator::update_state`] learns the stored event back.
+//! The correlator is synchronous and single-owner (`&mut self`): no locks, no IO.
+
+mod cache;
+mod keys;
+mod options;
+mod spam;
+
+use indexmap::IndexSet;
+
+pub use keys::{
+    AGGREGATE_PREFIX, Key, KeyBuilder, aggregate_by_reason, aggregate_message, event_key, spam_key,
+    spam_key_with_type,
+};
+pub use options::{
+    AggregateKeyFn, AggregatePop, CorrelatorOptions, MessageFn, SpamKeyFn, defaults,
+};
+
+use crate::core_v1::model::Event;
+use crate::json::GoFormatter;
+use crate::name;
+use crate::time::{SharedClock, Time};
+use cache::BoundedCache;
+use spam::SpamFilter;
+
+/// What the correlator decided for one occurrence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Correlated {
+    /// The event to write: the occurrence itself, or the aggregate event, with the
+    /// observer's name, resourceVersion, firstTimestamp and count applied. For a skipped
+    /// occurrence this is what would have been written.
+    pub event: Event,
+    /// The strategic-merge patch body when the event was seen before.
+    pub patch: Option<Vec<u8>>,
+    /// The spam filter had no token: write nothing.
+    pub skip: bool,
+    /// The occurrence was folded into an aggregate event.
+    pub aggregated: bool,
+}
+
+impl Correlated {
+    /// Whether the write is an update (PATCH first), as client-go decides: `count > 1`.
+    pub fn is_update(&self) -> bool {
+        self.event.count > 1
+    }
+}
+
+/// Counters of a correlator's work (read them with [`Correlator::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CorrelatorStats {
+    /// Occurrences correlated.
+    pub correlated: u64,
+    /// Occurrences replaced by an aggregate event.
+    pub aggregated: u64,
+    /// Occurrences that produced a patch.
+    pub patched: u64,
+    /// Occurrences the spam filter skipped.
+    pub skipped: u64,
+    /// Entries in the aggregation, observer and spam caches.
+    pub cache_len: [usize; 3],
+    /// Entries evicted from the aggregation, observer and spam caches.
+    pub evictions: [u64; 3],
+}
+
+#[derive(Debug)]
+struct AggregateRecord {
+    local_keys: LocalKeys,
+    last_timestamp: Time,
+}
+
+/// The set of distinct local keys (messages) seen for one aggregate key, in insertion order.
+/// A plain vector while small (the default threshold is 10), a hashed set beyond that.
+#[derive(Debug)]
+enum LocalKeys {
+    Small(Vec<Key>),
+    Large(IndexSet<Key>),
+}
+
+const SMALL_SET: usize = 32;
+
+impl LocalKeys {
+    fn new(first: &[u8]) -> Self {
+        LocalKeys::Small(vec![first.into()])
+    }
+    fn clear(&mut self) {
+        *self = LocalKeys::Small(Vec::new());
+    }
+    fn insert(&mut self, key: &[u8]) {
+        match self {
+            LocalKeys::Small(v) => {
+                if v.iter().any(|k| **k == *key) {
+                    return;
+                }
+                if v.len() < SMALL_SET {
+                    v.push(key.into());
+                } else {
+                    let mut set: IndexSet<Key> = v.drain(..).collect();
+                    set.insert(key.into());
+                    *self = LocalKeys::Large(set);
+                }
+            }
+            LocalKeys::Large(s) => {
+                if !s.contains(key) {
+                    s.insert(key.into());
+                }
+            }
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            LocalKeys::Small(v) => v.len(),
+            LocalKeys::Large(s) => s.len(),
+        }
+    }
+    fn pop(&mut self, which: AggregatePop) {
+        match (self, which) {
+            (LocalKeys::Small(v), AggregatePop::Oldest) if !v.is_empty() => {
+                v.remove(0);
+            }
+            (LocalKeys::Small(v), AggregatePop::Newest) => {
+                v.pop();
+            }
+            (LocalKeys::Large(s), AggregatePop::Oldest) => {
+                s.shift_remove_index(0);
+            }
+            (LocalKeys::Large(s), AggregatePop::Newest) => {
+                s.pop();
+            }
+            _ => {}
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Observation {
+    // Go keeps `uint(event.Count)`; wrapping behaviour for hand-built negative counts follows.
+    count: u64,
+    first_timestamp: Option<Time>,
+    name: String,
+    resource_version: String,
+}
+
+/// client-go's `EventCorrelator`, deterministic and collision-free.
+///
+/// ```
+/// use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
+/// use kevents_core::{Event, EventFactory, EventSource, EventType, ObjectReference, Occurrence,
+///                    Time, VirtualClock};
+/// use std::sync::Arc;
+///
+/// let clock = VirtualClock::new(Time::parse_rfc3339("2021-01-01T00:00:05Z").unwrap());
+/// let mut c = Correlator::new(CorrelatorOptions {
+///     clock: Some(Arc::new(clock.clone())), ..Default::default() });
+/// let factory = EventFactory::new(EventSource::new("kubelet", "node1"));
+/// let pod = ObjectReference::new("v1", "Pod", "ns", "web");
+/// let occ = || Occurrence::new(pod.clone(), EventType::Warning, "BackOff", "restarting");
+///
+/// let first = c.correlate(factory.make(clock.now(), occ()).unwrap());
+/// assert_eq!((first.event.count, first.patch.is_none()), (1, true));
+/// c.update_state(&first.event);
+///
+/// clock.advance(std::time::Duration::from_secs(15));
+/// let second = c.correlate(factory.make(clock.now(), occ()).unwrap());
+/// assert_eq!(second.event.count, 2);
+/// assert_eq!(second.event.metadata.name, first.event.metadata.name);
+/// assert_eq!(second.patch.as_deref(),
+///     Some(&br#"{"count":2,"lastTimestamp":"2021-01-01T00:00:20Z","message":"restarting"}"#[..]));
+/// # use kevents_core::Clock;
+/// ```
+pub struct Correlator {
+    clock: SharedClock,
+    aggregates: BoundedCache<AggregateRecord>,
+    observations: BoundedCache<Observation>,
+    spam: SpamFilter,
+    key_fn: Option<AggregateKeyFn>,
+    message_fn: Option<MessageFn>,
+    spam_key_fn: Option<SpamKeyFn>,
+    max_events: u64,
+    max_interval_nanos: i64,
+    pop: AggregatePop,
+    stats: CorrelatorStats,
+    // Scratch key buffers, reused so a hit on every cache allocates nothing.
+    kb_full: KeyBuilder,
+    kb_agg: KeyBuilder,
+    kb_local: KeyBuilder,
+    kb_spam: KeyBuilder,
+}
+
+impl std::fmt::Debug for Correlator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Correlator")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Correlator {
+    /// A correlator with `options` (zeros replaced by client-go's defaults).
+    pub fn new(options: CorrelatorOptions) -> Self {
+        let o = options.with_defaults();
+        Correlator {
+            clock: o
+                .clock
+                .unwrap_or_else(|| std::sync::Arc::new(crate::time::SystemClock)),
+            aggregates: BoundedCache::new(o.lru_cache_size),
+            observations: BoundedCache::new(o.lru_cache_size),
+            spam: SpamFilter::new(o.burst_size, o.qps, o.lru_cache_size),
+            key_fn: o.key_fn,
+            message_fn: o.message_fn,
+            spam_key_fn: o.spam_key_fn,
+            // Go converts the int option to uint: a negative value never aggregates.
+            max_events: o.max_events as u64,
+            max_interval_nanos: o.max_interval_in_seconds.saturating_mul(1_000_000_000),
+            pop: o.aggregate_pop,
+            stats: CorrelatorStats::default(),
+            kb_full: KeyBuilder::default(),
+            kb_agg: KeyBuilder::default(),
+            kb_local: KeyBuilder::default(),
+            kb_spam: KeyBuilder::default(),
+        }
+    }
+
+    /// Runs aggregation, observation and the spam filter on one occurrence (client-go
+    /// `EventCorrelate`). Reads the clock twice: once for aggregation, once for the spam
+    /// filter.
+    pub fn correlate(&mut self, event: Event) -> Correlated {
+        self.stats.correlated += 1;
+        let mut event = event;
+        let use_aggregate_key = self.aggregate(&mut event);
+        let patch = self.observe(&mut event, use_aggregate_key);
+        self.kb_spam.clear();
+        match &self.spam_key_fn {
+            Some(f) => f(&event, &mut self.kb_spam),
+            None => spam_key(&event, &mut self.kb_spam),
+        }
+        let now = self.clock.now();
+        let skip = self.spam.is_spam(self.kb_spam.as_bytes(), now);
+        if skip {
+            self.stats.skipped += 1;
+        } else if patch.is_some() {
+            self.stats.patched += 1;
+        }
+        if use_aggregate_key {
+            self.stats.aggregated += 1;
+        }
+        Correlated {
+            event,
+            patch,
+            skip,
+            aggregated: use_aggregate_key,
+        }
+    }
+
+    /// Learns the event as stored by the server after a successful create or patch
+    /// (client-go `UpdateState`): its count, firstTimestamp, name and resourceVersion are
+    /// cached under its full key.
+    pub fn update_state(&mut self, stored: &Event) {
+        self.kb_full.clear();
+        event_key(stored, &mut self.kb_full);
+        let count = stored.count as i64 as u64;
+        match self.observations.get_mut(self.kb_full.as_bytes()) {
+            // Usually a hit (correlate just stored this key): reuse the strings' buffers.
+            Some(slot) => {
+                slot.count = count;
+                slot.first_timestamp = stored.first_timestamp;
+                slot.name.clone_from(&stored.metadata.name);
+                slot.resource_version
+                    .clone_from(&stored.metadata.resource_version);
+            }
+            None => self.observations.insert(
+                self.kb_full.as_bytes(),
+                Observation {
+                    count,
+                    first_timestamp: stored.first_timestamp,
+                    name: stored.metadata.name.clone(),
+                    resource_version: stored.metadata.resource_version.clone(),
+                },
+            ),
+        }
+    }
+
+    /// Counters and cache sizes.
+    pub fn stats(&self) -> CorrelatorStats {
+        CorrelatorStats {
+            cache_len: [
+                self.aggregates.len(),
+                self.observations.len(),
+                self.spam.len(),
+            ],
+            evictions: [
+                self.aggregates.evictions(),
+                self.observations.evictions(),
+                self.spam.evictions(),
+            ],
+            ..self.stats
+        }
+    }
+
+    /// Step 1: replaces the occurrence by the aggregate event when aggregation triggers, and
+    /// returns whether it did (the event is then keyed by the aggregate key, not its full
+    /// key). Works in place: an `Event` is large, and moving it through the stages costs.
+    fn aggregate(&mut self, event: &mut Event) -> bool {
+        let now = self.clock.now();
+        self.kb_agg.clear();
+        self.kb_local.clear();
+        match &self.key_fn {
+            Some(f) => f(event, &mut self.kb_agg, &mut self.kb_local),
+            None => aggregate_by_reason(event, &mut self.kb_agg, &mut self.kb_local),
+        }
+        let max_interval = self.max_interval_nanos;
+        let local = self.kb_local.as_bytes();
+        let len = match self.aggregates.get_mut(self.kb_agg.as_bytes()) {
+            Some(record) => {
+                if now.nanos_since(record.last_timestamp) > max_interval {
+                    record.local_keys.clear();
+                }
+                record.local_keys.insert(local);
+                record.last_timestamp = now;
+                record.local_keys.len()
+            }
+            None => {
+                self.aggregates.insert(
+                    self.kb_agg.as_bytes(),
+                    AggregateRecord {
+                        local_keys: LocalKeys::new(local),
+                        last_timestamp: now,
+                    },
+                );
+                1
+            }
+        };
+        if (len as u64) < self.max_events {
+            return false;
+        }
+        // Keep the set below the threshold, deterministically (client-go: PopAny).
+        if let Some(record) = self.aggregates.get_mut(self.kb_agg.as_bytes()) {
+            record.local_keys.pop(self.pop);
+        }
+        let message = match &self.message_fn {
+            Some(f) => f(event),
+            None => aggregate_message(event),
+        };
+        let trigger = std::mem::take(event);
+        *event = Event {
+            metadata: crate::meta::ObjectMeta {
+                name: name::event_name(&trigger.involved_object.name, now),
+                namespace: trigger.metadata.namespace,
+                ..Default::default()
+            },
+            count: 1,
+            first_timestamp: Some(now),
+            last_timestamp: Some(now),
+            involved_object: trigger.involved_object,
+            message,
+            type_: trigger.type_,
+            reason: trigger.reason,
+            source: trigger.source,
+            ..Default::default()
+        };
+        true
+    }
+
+    /// Step 2: applies the last observation under the chosen key and records this one.
+    fn observe(&mut self, event: &mut Event, use_aggregate_key: bool) -> Option<Vec<u8>> {
+        let key: &[u8] = if use_aggregate_key {
+            self.kb_agg.as_bytes()
+        } else {
+            self.kb_full.clear();
+            event_key(event, &mut self.kb_full);
+            self.kb_full.as_bytes()
+        };
+        let mut patch = None;
+        match self.observations.get_mut(key) {
+            Some(last) => {
+                if last.count > 0 {
+                    event.metadata.name.clone_from(&last.name);
+                    event
+                        .metadata
+                        .resource_version
+                        .clone_from(&last.resource_version);
+                    event.first_timestamp = last.first_timestamp;
+                    event.count = (last.count as u32 as i32).wrapping_add(1);
+                    patch = Some(observation_patch(event));
+                }
+                last.count = event.count as i64 as u64;
+                last.first_timestamp = event.first_timestamp;
+                last.name.clone_from(&event.metadata.name);
+                last.resource_version
+                    .clone_from(&event.metadata.resource_version);
+            }
+            None => {
+                let obs = Observation {
+                    count: event.count as i64 as u64,
+                    first_timestamp: event.first_timestamp,
+                    name: event.metadata.name.clone(),
+                    resource_version: event.metadata.resource_version.clone(),
+                };
+                self.observations.insert(key, obs);
+            }
+        }
+        patch
+    }
+}
+
+/// The observer's patch body (reference C1/C2): the two-way strategic merge diff between the
+/// event with `count = 0`, `lastTimestamp = 1970-01-01T00:00:00Z`, `message = ""` and the event
+/// itself, so it holds exactly the keys among `count`, `lastTimestamp` and `message` whose
+/// JSON differs, sorted, as Go's encoder writes them.
+///
+/// ```
+/// use kevents_core::{Event, Time};
+/// let mut e = Event::default();
+/// e.count = 2;
+/// e.last_timestamp = Some(Time::parse_rfc3339("2021-01-01T00:00:20Z").unwrap());
+/// e.message = "me again".into();
+/// assert_eq!(kevents_core::core_v1::correlator::observation_patch(&e),
+///            br#"{"count":2,"lastTimestamp":"2021-01-01T00:00:20Z","message":"me again"}"#);
+/// e.message.clear();
+/// e.last_timestamp = None;
+/// assert_eq!(kevents_core::core_v1::correlator::observation_patch(&e), br#"{"count":2,"lastTimestamp":null}"#);
+/// ```
+pub fn observation_patch(event: &Event) -> Vec<u8> {
+    use serde::Serializer as _;
+    let mut out = Vec::with_capacity(96 + event.message.len());
+    out.push(b'{');
+    let mut first = true;
+    let mut sep = |out: &mut Vec<u8>| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+    };
+    if event.count != 0 {
+        sep(&mut out);
+        out.extend_from_slice(b"\"count\":");
+        out.extend_from_slice(event.count.to_string().as_bytes());
+    }
+    match event.last_timestamp {
+        // Whole seconds on the wire: anything within the epoch's second equals the old value.
+        Some(t) if t.unix_secs() == 0 => {}
+        Some(t) => {
+            sep(&mut out);
+            out.extend_from_slice(b"\"lastTimestamp\":\"");
+            out.extend_from_slice(t.to_rfc3339().as_bytes());
+            out.push(b'"');
+        }
+        None => {
+            sep(&mut out);
+            out.extend_from_slice(b"\"lastTimestamp\":null");
+        }
+    }
+    if !event.message.is_empty() {
+        sep(&mut out);
+        out.extend_from_slice(b"\"message\":");
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
+        // Writing a str into a Vec cannot fail.
+        let _ = ser.serialize_str(&event.message);
+    }
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,262 @@
+//! Recorder-side construction of an `Event` from one occurrence (client-go's `makeEvent`),
+//! with the client-side checks that keep bad input from ever being sent.
+
+use std::collections::BTreeMap;
+
+use thiserror::Error;
+
+use super::model::{Event, EventSource, EventType};
+use crate::name;
+use crate::reference::{ObjectReference, ReferenceError};
+use crate::time::Time;
+
+/// Largest total size of annotation keys plus values the apiserver accepts (256 KiB).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// Why an occurrence was refused before anything was sent.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidEvent {
+    /// The type is not exactly `Normal` or `Warning`.
+    #[error("unsupported event type {0:?}: must be \"Normal\" or \"Warning\"")]
+    Type(String),
+    /// No reference could be built for the object.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    /// The object's namespace is not a DNS-1123 label, so the apiserver would reject the event.
+    #[error(
+        "invalid namespace {0:?}: must be a DNS-1123 label (lower-case alphanumerics and '-', at most 63)"
+    )]
+    Namespace(String),
+    /// An annotation key is not a qualified name.
+    #[error("invalid annotation key {0:?}: must be a qualified name")]
+    AnnotationKey(String),
+    /// Annotation keys and values together exceed 256 KiB.
+    #[error("annotations are {0} bytes, more than the 262144 the apiserver accepts")]
+    AnnotationsTooLarge(usize),
+}
+
+/// How event names are generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Naming {
+    /// `<object>.<nanos hex>`, or a random UUID when that is not a valid DNS-1123 subdomain
+    /// (client-go 1.33+). The default.
+    #[default]
+    UuidFallback,
+    /// Always `<object>.<nanos hex>` (client-go up to 1.32; deterministic, used by replay).
+    Legacy,
+}
+
+/// One call of the recorder: what happened to which object.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Occurrence {
+    /// The involved object.
+    pub object: ObjectReference,
+    /// `Normal` or `Warning` (checked).
+    pub event_type: String,
+    /// Short reason, e.g. `BackOff`.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// Annotations placed on the event object.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Occurrence {
+    /// An occurrence without annotations.
+    pub fn new(
+        object: ObjectReference,
+        event_type: EventType,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Occurrence {
+            object,
+            event_type: event_type.as_str().to_owned(),
+            reason: reason.into(),
+            message: message.into(),
+            annotations: BTreeMap::new(),
+        }
+    }
+}
+
+/// Builds events the way client-go's recorder does, for one event source.
+///
+/// ```
+/// use kevents_core::{EventFactory, EventSource, EventType, ObjectReference, Occurrence, Time};
+/// let f = EventFactory::new(EventSource::new("kubelet", "node1"));
+/// let pod = ObjectReference::new("v1", "Pod", "", "foo"); // cluster-less object
+/// let now = Time::parse_rfc3339("2021-01-01T00:02:25Z").unwrap();
+/// let e = f.make(now, Occurrence::new(pod, EventType::Normal, "Started", "hi")).unwrap();
+/// assert_eq!(e.metadata.name, "foo.1655f2bf3b286a00");
+/// assert_eq!(e.metadata.namespace, "default");
+/// assert_eq!(e.count, 1);
+///
+/// let bad = Occurrence { event_type: "Error".into(), ..Default::default() };
+/// assert!(f.make(now, bad).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventFactory {
+    /// `source` of every event.
+    pub source: EventSource,
+    /// Name generation rule.
+    pub naming: Naming,
+    /// Set `reportingComponent`/`reportingInstance` from the source, as client-go 1.28+
+    /// does. Off by default: client-go 1.20 sends `""`.
+    pub reporting_fields: bool,
+}
+
+impl EventFactory {
+    /// A factory for `source` with client-go's defaults.
+    pub fn new(source: EventSource) -> Self {
+        EventFactory {
+            source,
+            naming: Naming::default(),
+            reporting_fields: false,
+        }
+    }
+
+    /// Checks an occurrence and builds its event at instant `now`. Nothing is built when a
+    /// check fails.
+    pub fn make(&self, now: Time, occ: Occurrence) -> Result<Event, InvalidEvent> {
+        validate(&occ)?;
+        let Occurrence {
+            object,
+            event_type,
+            reason,
+            message,
+            annotations,
+        } = occ;
+        let name = match self.naming {
+            Naming::UuidFallback => name::generate_event_name(&object.name, now),
+            Naming::Legacy => name::event_name(&object.name, now),
+        };
+        let namespace = if object.namespace.is_empty() {
+            "default".to_owned()
+        } else {
+            object.namespace.clone()
+        };
+        let mut e = Event::default();
+        e.metadata.name = name;
+        e.metadata.namespace = namespace;
+        e.metadata.annotations = annotations;
+        e.involved_object = object;
+        e.reason = reason;
+        e.message = message;
+        e.source = self.source.clone();
+        e.first_timestamp = Some(now);
+        e.last_timestamp = Some(now);
+        e.count = 1;
+        e.type_ = event_type;
+        if self.reporting_fields {
+            e.reporting_component = self.source.component.clone();
+            e.reporting_instance = self.source.host.clone();
+        }
+        Ok(e)
+    }
+}
+
+/// The client-side checks: type, namespace, annotations.
+pub fn validate(occ: &Occurrence) -> Result<(), InvalidEvent> {
+    validate_parts(&occ.event_type, &occ.object.namespace, &occ.annotations)
+}
+
+/// [`validate`] on the parts it checks, for callers that have not built an [`Occurrence`]
+/// yet (the same checks, in the same order, with the same errors).
+pub fn validate_parts(
+    event_type: &str,
+    ns: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Result<(), InvalidEvent> {
+    if EventType::parse(event_type).is_none() {
+        return Err(InvalidEvent::Type(event_type.to_owned()));
+    }
+    if !ns.is_empty() && !name::is_dns1123_label(ns) {
+        return Err(InvalidEvent::Namespace(ns.to_owned()));
+    }
+    let mut total = 0;
+    for (k, v) in annotations {
+        if !name::is_qualified_name(&k.to_ascii_lowercase()) {
+            return Err(InvalidEvent::AnnotationKey(k.clone()));
+        }
+        total += k.len() + v.len();
+    }
+    if total > MAX_ANNOTATIONS_BYTES {
+        return Err(InvalidEvent::AnnotationsTooLarge(total));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn occ(t: &str) -> Occurrence {
+        Occurrence {
+            object: ObjectReference::new("v1", "Pod", "baz", "foo"),
+            event_type: t.into(),
+            reason: "r".into(),
+            message: "m".into(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn type_is_case_sensitive() {
+        let f = EventFactory::default();
+        for t in ["normal", "Error", "", "Info"] {
+            assert_eq!(
+                f.make(Time::UNIX_EPOCH, occ(t)),
+                Err(InvalidEvent::Type(t.into()))
+            );
+        }
+        assert!(f.make(Time::UNIX_EPOCH, occ("Warning")).is_ok());
+    }
+
+    #[test]
+    fn d5_cluster_scoped_object_goes_to_default() {
+        let f = EventFactory::default();
+        let mut o = occ("Normal");
+        o.object.namespace.clear();
+        let e = f.make(Time::UNIX_EPOCH, o).unwrap();
+        assert_eq!(e.metadata.namespace, "default");
+        assert_eq!(e.involved_object.namespace, "");
+    }
+
+    #[test]
+    fn bad_namespace_and_annotations_are_refused() {
+        let f = EventFactory::default();
+        let mut o = occ("Normal");
+        o.object.namespace = "Team_A".into();
+        assert!(matches!(
+            f.make(Time::UNIX_EPOCH, o),
+            Err(InvalidEvent::Namespace(_))
+        ));
+        let mut o = occ("Normal");
+        o.annotations.insert("bad key".into(), "v".into());
+        assert!(matches!(
+            f.make(Time::UNIX_EPOCH, o),
+            Err(InvalidEvent::AnnotationKey(_))
+        ));
+        let mut o = occ("Normal");
+        o.annotations
+            .insert("k".into(), "v".repeat(MAX_ANNOTATIONS_BYTES));
+        assert!(matches!(
+            f.make(Time::UNIX_EPOCH, o),
+            Err(InvalidEvent::AnnotationsTooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn reporting_fields_follow_the_source_when_enabled() {
+        let mut f = EventFactory::new(EventSource::new("c", "h"));
+        f.reporting_fields = true;
+        let e = f.make(Time::UNIX_EPOCH, occ("Normal")).unwrap();
+        assert_eq!(
+            (
+                e.reporting_component.as_str(),
+                e.reporting_instance.as_str()
+            ),
+            ("c", "h")
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! The core/v1 `Event` API, as client-go's `tools/record` uses it: the wire model, recorder-side
+//! construction and validation (`makeEvent`), the [`EventSink`] trait, one write of a
+//! correlated event ([`write_event`], `recordEvent`), and client-go's `EventCorrelator`
+//! ([`correlator`]).
+//!
+//! ```
+//! use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
+//! use kevents_core::core_v1::{EventFactory, EventSource, EventType, Occurrence};
+//! use kevents_core::{Clock, ObjectReference, SystemClock};
+//!
+//! let mut correlator = Correlator::new(CorrelatorOptions::default());
+//! let factory = EventFactory::new(EventSource::new("my-controller", "node-1"));
+//! let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+//! let event = factory
+//!     .make(SystemClock.now(), Occurrence::new(pod, EventType::Normal, "Started", "started"))
+//!     .expect("valid occurrence");
+//! assert_eq!(correlator.correlate(event).event.count, 1);
+//! ```
+
+pub mod correlator;
+mod make;
+mod model;
+mod sink;
+mod write;
+
+pub use make::{
+    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate, validate_parts,
+};
+pub use model::{Event, EventSeries, EventSource, EventType};
+pub use sink::{EventSink, SinkFuture};
+pub use write::{WriteEvent, WriteKind, WriteOutcome, write_event};

@@ -1,0 +1,331 @@
+//! The apiserver's rules for `events.k8s.io/v1` events (reference F2, F4, F6, F7), checked on
+//! the client so that nothing the server would reject is ever sent, and used by
+//! `kevents_sim::MemoryApiServer` to reject what a real server rejects.
+
+use thiserror::Error;
+
+use super::model::Event;
+use crate::core_v1::{EventSource, EventType, MAX_ANNOTATIONS_BYTES};
+use crate::name;
+
+/// Longest `note` the server accepts, in UTF-8 bytes.
+pub const NOTE_LIMIT: usize = 1024;
+/// Longest `reason` the server accepts, in bytes.
+pub const REASON_LIMIT: usize = 128;
+/// Longest `action` the server accepts, in bytes.
+pub const ACTION_LIMIT: usize = 128;
+/// Longest `reportingInstance` the server accepts, in bytes.
+pub const REPORTING_INSTANCE_LIMIT: usize = 128;
+/// The default marker appended to a truncated note.
+pub const TRUNCATION_MARKER: &str = "...";
+
+/// Why an `events.k8s.io/v1` event was refused before anything was sent.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidEventV1 {
+    /// The type is not exactly `Normal` or `Warning`.
+    #[error("unsupported event type {0:?}: must be \"Normal\" or \"Warning\"")]
+    Type(String),
+    /// `reason` is empty.
+    #[error("reason is required")]
+    ReasonMissing,
+    /// `reason` is longer than 128 bytes.
+    #[error("reason is {0} bytes, more than 128")]
+    ReasonTooLong(usize),
+    /// `action` is empty.
+    #[error("action is required")]
+    ActionMissing,
+    /// `action` is longer than 128 bytes.
+    #[error("action is {0} bytes, more than 128")]
+    ActionTooLong(usize),
+    /// `note` is longer than 1024 bytes and the policy is [`NotePolicy::Reject`].
+    #[error("note is {0} bytes, more than 1024")]
+    NoteTooLong(usize),
+    /// `reportingController` is not a qualified name (or empty).
+    #[error(
+        "reportingController {0:?} is not a qualified name ([prefix/]name, name part 1-63 of [-A-Za-z0-9_.], alphanumeric at both ends)"
+    )]
+    ReportingController(String),
+    /// `reportingInstance` is empty.
+    #[error("reportingInstance is required")]
+    ReportingInstanceMissing,
+    /// `reportingInstance` is longer than 128 bytes.
+    #[error("reportingInstance is {0} bytes, more than 128")]
+    ReportingInstanceTooLong(usize),
+    /// `metadata.name` is not a DNS-1123 subdomain.
+    #[error("event name {0:?} is not a DNS-1123 subdomain")]
+    Name(String),
+    /// `metadata.namespace` is empty or not a DNS-1123 label.
+    #[error("event namespace {0:?} is not a DNS-1123 label")]
+    Namespace(String),
+    /// The regarding object is cluster-scoped and the event namespace is not one the server
+    /// accepts for that.
+    #[error(
+        "event about a cluster-scoped object is in namespace {namespace:?}; the server accepts only {allowed}"
+    )]
+    ClusterScopedNamespace {
+        /// The event's namespace.
+        namespace: String,
+        /// What the server accepts.
+        allowed: &'static str,
+    },
+    /// `eventTime` is unset.
+    #[error("eventTime is required")]
+    EventTimeMissing,
+    /// `series.count` is below 2.
+    #[error("series.count is {0}, the server requires at least 2")]
+    SeriesCount(i32),
+    /// `series.lastObservedTime` is unset.
+    #[error("series.lastObservedTime is required")]
+    SeriesLastObservedTime,
+    /// A `deprecated*` field is set.
+    #[error("{0} must not be set on events.k8s.io/v1 events")]
+    Deprecated(&'static str),
+    /// An annotation key is not a qualified name.
+    #[error("invalid annotation key {0:?}: must be a qualified name")]
+    AnnotationKey(String),
+    /// Annotation keys and values together exceed 256 KiB.
+    #[error("annotations are {0} bytes, more than the 262144 the apiserver accepts")]
+    AnnotationsTooLarge(usize),
+    /// A field the server treats as immutable changed in an update.
+    #[error("field {0} is immutable")]
+    Immutable(&'static str),
+}
+
+/// What to do with a note longer than 1024 bytes.
+///
+/// ```
+/// use kevents_core::events_v1::NotePolicy;
+/// let long = "é".repeat(600); // 1200 bytes
+/// let short = NotePolicy::default().apply(long.clone()).unwrap();
+/// assert!(short.len() <= 1024 && short.ends_with("..."));
+/// assert!(NotePolicy::Reject.apply(long).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotePolicy {
+    /// Cut the note on a UTF-8 character boundary so that, with `marker` appended, it is at
+    /// most 1024 bytes. The default, with marker [`TRUNCATION_MARKER`].
+    Truncate {
+        /// Appended to a cut note (itself cut if longer than 1024 bytes).
+        marker: String,
+    },
+    /// Refuse the event with [`InvalidEventV1::NoteTooLong`].
+    Reject,
+}
+
+impl Default for NotePolicy {
+    fn default() -> Self {
+        NotePolicy::Truncate {
+            marker: TRUNCATION_MARKER.to_owned(),
+        }
+    }
+}
+
+impl NotePolicy {
+    /// Applies the policy: the note unchanged when it fits, else truncated or refused.
+    pub fn apply(&self, note: String) -> Result<String, InvalidEventV1> {
+        if note.len() <= NOTE_LIMIT {
+            return Ok(note);
+        }
+        match self {
+            NotePolicy::Reject => Err(InvalidEventV1::NoteTooLong(note.len())),
+            NotePolicy::Truncate { marker } => {
+                let marker = &marker[..floor_char_boundary(marker, NOTE_LIMIT)];
+                let cut = floor_char_boundary(&note, NOTE_LIMIT - marker.len());
+                let mut out = note;
+                out.truncate(cut);
+                out.push_str(marker);
+                Ok(out)
+            }
+        }
+    }
+}
+
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if max >= s.len() {
+        return s.len();
+    }
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
+}
+
+/// Which namespaces the server accepts for events about cluster-scoped objects (F4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClusterScopedRule {
+    /// `default` or `kube-system` (kubernetes PR #100125, current servers). The default.
+    #[default]
+    DefaultOrKubeSystem,
+    /// Only `kube-system`, as a 1.20 apiserver demands.
+    KubeSystemOnly,
+}
+
+impl ClusterScopedRule {
+    fn allows(self, ns: &str) -> bool {
+        match self {
+            ClusterScopedRule::DefaultOrKubeSystem => ns == "default" || ns == "kube-system",
+            ClusterScopedRule::KubeSystemOnly => ns == "kube-system",
+        }
+    }
+    fn describe(self) -> &'static str {
+        match self {
+            ClusterScopedRule::DefaultOrKubeSystem => "\"default\" or \"kube-system\"",
+            ClusterScopedRule::KubeSystemOnly => "\"kube-system\" (1.20 apiserver)",
+        }
+    }
+}
+
+/// Checks everything a current apiserver checks on an `events.k8s.io/v1` create (F2, F4, F5,
+/// F6), in that order, and returns the first violation. Lengths are UTF-8 byte counts.
+///
+/// ```
+/// use kevents_core::events_v1::{validate_create, ClusterScopedRule, Event, InvalidEventV1};
+/// let e = Event::default();
+/// assert_eq!(validate_create(&e, ClusterScopedRule::default()), Err(InvalidEventV1::Name(String::new())));
+/// ```
+pub fn validate_create(e: &Event, rule: ClusterScopedRule) -> Result<(), InvalidEventV1> {
+    if !name::is_dns1123_subdomain(&e.metadata.name) {
+        return Err(InvalidEventV1::Name(e.metadata.name.clone()));
+    }
+    let ns = &e.metadata.namespace;
+    if !name::is_dns1123_label(ns) {
+        return Err(InvalidEventV1::Namespace(ns.clone()));
+    }
+    if e.regarding.namespace.is_empty() && !rule.allows(ns) {
+        return Err(InvalidEventV1::ClusterScopedNamespace {
+            namespace: ns.clone(),
+            allowed: rule.describe(),
+        });
+    }
+    if e.event_time.is_none() {
+        return Err(InvalidEventV1::EventTimeMissing);
+    }
+    validate_fields(e)?;
+    if let Some(s) = &e.series {
+        validate_series(s)?;
+    }
+    if e.deprecated_source != EventSource::default() {
+        return Err(InvalidEventV1::Deprecated("deprecatedSource"));
+    }
+    if e.deprecated_first_timestamp.is_some() {
+        return Err(InvalidEventV1::Deprecated("deprecatedFirstTimestamp"));
+    }
+    if e.deprecated_last_timestamp.is_some() {
+        return Err(InvalidEventV1::Deprecated("deprecatedLastTimestamp"));
+    }
+    if e.deprecated_count != 0 {
+        return Err(InvalidEventV1::Deprecated("deprecatedCount"));
+    }
+    let mut total = 0;
+    for (k, v) in &e.metadata.annotations {
+        if !name::is_qualified_name(&k.to_ascii_lowercase()) {
+            return Err(InvalidEventV1::AnnotationKey(k.clone()));
+        }
+        total += k.len() + v.len();
+    }
+    if total > MAX_ANNOTATIONS_BYTES {
+        return Err(InvalidEventV1::AnnotationsTooLarge(total));
+    }
+    Ok(())
+}
+
+fn validate_fields(e: &Event) -> Result<(), InvalidEventV1> {
+    if EventType::parse(&e.type_).is_none() {
+        return Err(InvalidEventV1::Type(e.type_.clone()));
+    }
+    match e.reason.len() {
+        0 => return Err(InvalidEventV1::ReasonMissing),
+        n if n > REASON_LIMIT => return Err(InvalidEventV1::ReasonTooLong(n)),
+        _ => {}
+    }
+    match e.action.len() {
+        0 => return Err(InvalidEventV1::ActionMissing),
+        n if n > ACTION_LIMIT => return Err(InvalidEventV1::ActionTooLong(n)),
+        _ => {}
+    }
+    if e.note.len() > NOTE_LIMIT {
+        return Err(InvalidEventV1::NoteTooLong(e.note.len()));
+    }
+    if !name::is_qualified_name(&e.reporting_controller) {
+        return Err(InvalidEventV1::ReportingController(
+            e.reporting_controller.clone(),
+        ));
+    }
+    match e.reporting_instance.len() {
+        0 => Err(InvalidEventV1::ReportingInstanceMissing),
+        n if n > REPORTING_INSTANCE_LIMIT => Err(InvalidEventV1::ReportingInstanceTooLong(n)),
+        _ => Ok(()),
+    }
+}
+
+fn validate_series(s: &super::model::EventSeries) -> Result<(), InvalidEventV1> {
+    if s.count < 2 {
+        return Err(InvalidEventV1::SeriesCount(s.count));
+    }
+    if s.last_observed_time.is_none() {
+        return Err(InvalidEventV1::SeriesLastObservedTime);
+    }
+    Ok(())
+}
+
+/// Checks an update (PATCH result) the way a current apiserver does (F7, as fixed by
+/// kubernetes PR #108047): the series is validated if it changed, and every other field
+/// except metadata is immutable.
+///
+/// ```
+/// use kevents_core::events_v1::{validate_update, Event, EventSeries, InvalidEventV1};
+/// use kevents_core::Time;
+/// let old = Event::default();
+/// let mut new = old.clone();
+/// new.series = Some(EventSeries::new(1, Time::UNIX_EPOCH));
+/// assert_eq!(validate_update(&old, &new), Err(InvalidEventV1::SeriesCount(1)));
+/// new.series = Some(EventSeries::new(2, Time::UNIX_EPOCH));
+/// assert_eq!(validate_update(&old, &new), Ok(()));
+/// new.note = "changed".into();
+/// assert_eq!(validate_update(&old, &new), Err(InvalidEventV1::Immutable("note")));
+/// ```
+pub fn validate_update(old: &Event, new: &Event) -> Result<(), InvalidEventV1> {
+    if old.series != new.series
+        && let Some(s) = &new.series
+    {
+        validate_series(s)?;
+    }
+    let checks: [(&'static str, bool); 14] = [
+        ("regarding", old.regarding == new.regarding),
+        ("related", old.related == new.related),
+        ("reason", old.reason == new.reason),
+        ("note", old.note == new.note),
+        ("type", old.type_ == new.type_),
+        ("action", old.action == new.action),
+        ("eventTime", old.event_time == new.event_time),
+        (
+            "reportingController",
+            old.reporting_controller == new.reporting_controller,
+        ),
+        (
+            "reportingInstance",
+            old.reporting_instance == new.reporting_instance,
+        ),
+        (
+            "deprecatedSource",
+            old.deprecated_source == new.deprecated_source,
+        ),
+        (
+            "deprecatedFirstTimestamp",
+            old.deprecated_first_timestamp == new.deprecated_first_timestamp,
+        ),
+        (
+            "deprecatedLastTimestamp",
+            old.deprecated_last_timestamp == new.deprecated_last_timestamp,
+        ),
+        (
+            "deprecatedCount",
+            old.deprecated_count == new.deprecated_count,
+        ),
+        ("metadata.name", old.metadata.name == new.metadata.name),
+    ];
+    match checks.iter().find(|(_, same)| !same) {
+        Some((field, _)) => Err(InvalidEventV1::Immutable(field)),
+        None => Ok(()),
+    }
+}

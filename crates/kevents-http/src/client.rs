@@ -1,0 +1,630 @@
+//! The HTTP client half of [`HttpSink`], shared by both event APIs: building the client
+//! (TLS, proxy, impersonation), request URLs, the authorization header (and one retry after a
+//! 401 with a rotated token file), bounded body reads, answer decoding and `Status` errors,
+//! discovery and `/version`. The APIs are in `core_v1.rs` (core/v1 events,
+//! [`EventSink`](kevents_core::EventSink)) and `events_v1.rs` (`events.k8s.io/v1` events).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+use kevents_core::status::{StatusCause, StatusDetails};
+use kevents_core::{SinkError, Status};
+use reqwest::Url;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::AuthHeader;
+use crate::config::{ConfigError, HttpConfig};
+
+/// Content type of the record package's patches.
+pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+
+/// An [`EventSink`](kevents_core::EventSink) over HTTP(S) to a Kubernetes apiserver, writing
+/// core/v1 Events exactly as client-go's `EventSinkImpl` does:
+/// `POST /api/v1/namespaces/{ns}/events` with the event's Go-identical JSON,
+/// `PATCH /api/v1/namespaces/{ns}/events/{name}` with the given strategic-merge-patch bytes.
+/// Errors are classified into [`SinkError`] (see
+/// `docs/http.md`); retrying is the caller's job ([`SinkError::disposition`]).
+///
+/// Cheap to clone (one shared connection pool). Needs a tokio runtime (actix's is one).
+/// `Debug` shows no credential.
+///
+/// ```no_run
+/// use kevents_core::{write_event, Event, EventSink};
+/// use kevents_http::{HttpConfig, HttpSink};
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let sink = HttpSink::new(HttpConfig::from_kubeconfig(None, None).await?)?;
+/// let mut event = Event::default();
+/// event.metadata.name = "web-1.17a0c2b5d9e5f3a1".into();
+/// event.metadata.namespace = "default".into();
+/// event.involved_object.namespace = "default".into();
+/// event.count = 1;
+/// let stored = sink.create(&event).await?;
+/// println!("stored with resourceVersion {}", stored.metadata.resource_version);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct HttpSink {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    client: reqwest::Client,
+    base: Url,
+    default_namespace: String,
+    auth: AuthHeader,
+    extra_headers: Vec<(HeaderName, HeaderValue)>,
+    timeout: Duration,
+    pub(crate) max_body: usize,
+}
+
+impl std::fmt::Debug for HttpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSink")
+            .field("base", &self.inner.base.as_str())
+            .field("auth", &self.inner.auth.kind())
+            .field("timeout", &self.inner.timeout)
+            .field("max_body", &self.inner.max_body)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `GET /version` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServerVersion {
+    /// `1`.
+    pub major: String,
+    /// `20`.
+    pub minor: String,
+    /// `v1.20.2`.
+    pub git_version: String,
+}
+
+pub(crate) enum Body {
+    Empty,
+    Json(Vec<u8>),
+    Patch(Vec<u8>),
+}
+
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) body: Bytes,
+    /// The body was larger than the limit and was not read (fully).
+    pub(crate) oversized: bool,
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn header_err(e: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Unsupported(format!("impersonation header: {e}"))
+}
+
+impl HttpSink {
+    /// Builds the sink (HTTP client, TLS configuration, credentials). Fails on unusable
+    /// certificates or keys, never on network problems: nothing is sent yet.
+    ///
+    /// ```
+    /// let sink = kevents_http::HttpSink::new(
+    ///     kevents_http::HttpConfig::new("http://127.0.0.1:8080")?.with_token("t0ken"))?;
+    /// assert!(!format!("{sink:?}").contains("t0ken"));
+    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// ```
+    pub fn new(config: HttpConfig) -> Result<Self, ConfigError> {
+        let tls = crate::tls::client_config(&config)?;
+        let mut builder = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(config.user_agent.clone())
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_keepalive(Duration::from_secs(30))
+            .no_proxy();
+        if let Some(proxy) = &config.proxy_url {
+            builder = builder.proxy(
+                reqwest::Proxy::all(proxy.clone())
+                    .map_err(|e| ConfigError::Client(format!("proxy-url: {e}")))?,
+            );
+        }
+        let client = builder
+            .build()
+            .map_err(|e| ConfigError::Client(error_chain(&e)))?;
+        let mut extra_headers = Vec::new();
+        if let Some(imp) = &config.impersonation {
+            let user = HeaderName::from_static("impersonate-user");
+            extra_headers.push((user, HeaderValue::try_from(&imp.user).map_err(header_err)?));
+            if let Some(uid) = &imp.uid {
+                let name = HeaderName::from_static("impersonate-uid");
+                extra_headers.push((name, HeaderValue::try_from(uid).map_err(header_err)?));
+            }
+            for g in &imp.groups {
+                let name = HeaderName::from_static("impersonate-group");
+                extra_headers.push((name, HeaderValue::try_from(g).map_err(header_err)?));
+            }
+        }
+        Ok(HttpSink {
+            inner: Arc::new(Inner {
+                client,
+                base: config.cluster_url.clone(),
+                default_namespace: config.default_namespace.clone(),
+                auth: AuthHeader::new(&config.auth)?,
+                extra_headers,
+                timeout: config.request_timeout,
+                max_body: config.max_response_bytes,
+            }),
+        })
+    }
+
+    /// [`HttpConfig::infer`] then [`HttpSink::new`].
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), kevents_http::ConfigError> {
+    /// let sink = kevents_http::HttpSink::infer().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn infer() -> Result<Self, ConfigError> {
+        Self::new(HttpConfig::infer().await?)
+    }
+
+    /// The apiserver URL.
+    pub fn base_url(&self) -> &Url {
+        &self.inner.base
+    }
+
+    /// The configuration's default namespace (kubeconfig context or the pod's).
+    pub fn default_namespace(&self) -> &str {
+        &self.inner.default_namespace
+    }
+
+    fn url(&self, segments: &[&str], query: Option<&[(&str, &str)]>) -> Result<Url, SinkError> {
+        let mut url = self.inner.base.clone();
+        {
+            let mut path = url.path_segments_mut().map_err(|()| {
+                SinkError::Construction("the cluster URL cannot have a path".into())
+            })?;
+            path.pop_if_empty();
+            path.extend(segments);
+        }
+        if let Some(q) = query {
+            url.query_pairs_mut().extend_pairs(q);
+        }
+        Ok(url)
+    }
+
+    /// `{prefix}/namespaces/{ns}/events[/{name}]` (`{prefix}/events` for an empty namespace,
+    /// as client-go builds it), for the API at path segments `prefix`.
+    pub(crate) fn events_url_at(
+        &self,
+        prefix: &[&str],
+        namespace: &str,
+        name: Option<&str>,
+    ) -> Result<Url, SinkError> {
+        let mut segs = prefix.to_vec();
+        if !namespace.is_empty() {
+            segs.extend(["namespaces", namespace]);
+        }
+        segs.push("events");
+        if let Some(n) = name {
+            segs.push(n);
+        }
+        self.url(&segs, None)
+    }
+
+    /// `POST {prefix}/namespaces/{ns}/events` of `event`'s JSON, the answer decoded by
+    /// [`decode_event_of`] with `api_version`.
+    pub(crate) fn create_at<T, R>(
+        &self,
+        prefix: &[&str],
+        namespace: &str,
+        event: &T,
+        api_version: Option<&'static str>,
+    ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
+    where
+        T: Serialize + ?Sized,
+        R: DeserializeOwned + 'static,
+    {
+        let this = self.clone();
+        let prepared = self.events_url_at(prefix, namespace, None).and_then(|url| {
+            kevents_core::json::to_vec(event)
+                .map(|body| (url, body))
+                .map_err(|e| SinkError::Construction(e.to_string()))
+        });
+        Box::pin(async move {
+            let (url, body) = prepared?;
+            let answer = this.send(Method::POST, url, Body::Json(body)).await?;
+            decode_event_of(answer, api_version)
+        })
+    }
+
+    /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with the strategic-merge-patch bytes,
+    /// the answer decoded by [`decode_event_of`] with `api_version`.
+    pub(crate) fn patch_at<R>(
+        &self,
+        prefix: &[&str],
+        namespace: &str,
+        name: &str,
+        patch: &[u8],
+        api_version: Option<&'static str>,
+    ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
+    where
+        R: DeserializeOwned + 'static,
+    {
+        let this = self.clone();
+        let prepared = self.events_url_at(prefix, namespace, Some(name));
+        let body = patch.to_vec();
+        Box::pin(async move {
+            let url = prepared?;
+            let answer = this.send(Method::PATCH, url, Body::Patch(body)).await?;
+            decode_event_of(answer, api_version)
+        })
+    }
+
+    /// Whether the apiserver serves an API group version: `GET path` answered 2xx (`true`)
+    /// or 404 (`false`); any other answer is an error.
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_core::SinkError> {
+    /// let served = sink.api_served("/apis/events.k8s.io/v1").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn api_served(&self, path: &str) -> Result<bool, SinkError> {
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let url = self.url(&segs, None)?;
+        let answer = self.send(Method::GET, url, Body::Empty).await?;
+        match answer.status.as_u16() {
+            200..=299 => Ok(true),
+            404 => Ok(false),
+            _ => Err(status_error(&answer)),
+        }
+    }
+
+    /// `GET /version`.
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_core::SinkError> {
+    /// println!("apiserver {}", sink.server_version().await?.git_version);
+    /// # Ok(()) }
+    /// ```
+    pub async fn server_version(&self) -> Result<ServerVersion, SinkError> {
+        let url = self.url(&["version"], None)?;
+        let answer = self.send(Method::GET, url, Body::Empty).await?;
+        if !answer.status.is_success() {
+            return Err(status_error(&answer));
+        }
+        serde_json::from_slice(&answer.body)
+            .map_err(|e| SinkError::UnexpectedObject(format!("not a version: {e}")))
+    }
+
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Body,
+    ) -> Result<Answer, SinkError> {
+        let auth = self
+            .inner
+            .auth
+            .current()
+            // Usually a rotation in progress: worth a retry.
+            .map_err(|e| SinkError::Transport(e.0))?;
+        let answer = self.send_once(&method, &url, &body, auth.as_ref()).await?;
+        if answer.status == StatusCode::UNAUTHORIZED
+            && let Some(fresh) = self.inner.auth.after_unauthorized(auth.as_ref())
+        {
+            tracing::info!("401 with a token from a file that changed since: trying once more");
+            return self.send_once(&method, &url, &body, Some(&fresh)).await;
+        }
+        Ok(answer)
+    }
+
+    async fn send_once(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: &Body,
+        auth: Option<&HeaderValue>,
+    ) -> Result<Answer, SinkError> {
+        let inner = &self.inner;
+        let started = Instant::now();
+        let mut req = inner
+            .client
+            .request(method.clone(), url.clone())
+            .header(ACCEPT, "application/json");
+        if let Some(a) = auth {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        for (k, v) in &inner.extra_headers {
+            req = req.header(k.clone(), v.clone());
+        }
+        req = match body {
+            Body::Empty => req,
+            Body::Json(b) => req.header(CONTENT_TYPE, "application/json").body(b.clone()),
+            Body::Patch(b) => req
+                .header(CONTENT_TYPE, STRATEGIC_MERGE_PATCH)
+                .body(b.clone()),
+        };
+        let map_err = |e: reqwest::Error| -> SinkError {
+            if e.is_timeout() {
+                SinkError::Timeout(inner.timeout)
+            } else if e.is_builder() {
+                SinkError::Construction(error_chain(&e))
+            } else {
+                SinkError::Transport(error_chain(&e))
+            }
+        };
+        let result = async {
+            let mut resp = req.send().await.map_err(map_err)?;
+            let status = resp.status();
+            let retry_after = resp
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let declared = resp
+                .headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            let mut oversized = declared.is_some_and(|n| n > inner.max_body as u64);
+            let mut buf = BytesMut::new();
+            if !oversized {
+                while let Some(chunk) = resp.chunk().await.map_err(map_err)? {
+                    if buf.len() + chunk.len() > inner.max_body {
+                        oversized = true;
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+            }
+            Ok(Answer {
+                status,
+                retry_after,
+                body: buf.freeze(),
+                oversized,
+            })
+        }
+        .await;
+        match &result {
+            Ok(a) => tracing::debug!(
+                method = %method,
+                path = url.path(),
+                status = a.status.as_u16(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "apiserver request"
+            ),
+            Err(e) => tracing::debug!(
+                method = %method,
+                path = url.path(),
+                error = %e,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "apiserver request failed"
+            ),
+        }
+        result
+    }
+}
+
+/// A 2xx answer must carry an Event (of `api_version` when given: its `apiVersion` is checked
+/// too); anything else is the server's error.
+pub(crate) fn decode_event_of<T: DeserializeOwned>(
+    answer: Answer,
+    api_version: Option<&str>,
+) -> Result<T, SinkError> {
+    if !answer.status.is_success() {
+        return Err(status_error(&answer));
+    }
+    if answer.oversized {
+        return Err(SinkError::UnexpectedObject(
+            "response body exceeds the size limit".into(),
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_slice(&answer.body)
+        .map_err(|e| SinkError::UnexpectedObject(format!("response is not JSON: {e}")))?;
+    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    match api_version {
+        None if kind != "Event" => {
+            return Err(SinkError::UnexpectedObject(format!(
+                "expected an Event, got kind {kind:?}"
+            )));
+        }
+        None => {}
+        Some(want) => {
+            let api = value
+                .get("apiVersion")
+                .and_then(|k| k.as_str())
+                .unwrap_or("");
+            if kind != "Event" || api != want {
+                return Err(SinkError::UnexpectedObject(format!(
+                    "expected an {want} Event, got {api:?} kind {kind:?}"
+                )));
+            }
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| SinkError::UnexpectedObject(format!("malformed Event: {e}")))
+}
+
+/// The reason client-go's `NewGenericServerResponse` gives a status code, and its message.
+fn generic_reason(code: u16) -> (&'static str, &'static str) {
+    match code {
+        400 => (
+            "BadRequest",
+            "the server rejected our request for an unknown reason",
+        ),
+        401 => (
+            "Unauthorized",
+            "the server has asked for the client to provide credentials",
+        ),
+        403 => (
+            "Forbidden",
+            "the server does not allow access to the requested resource",
+        ),
+        404 => (
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        405 => (
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ),
+        406 => (
+            "NotAcceptable",
+            "the server was unable to respond with a content type that the client supports",
+        ),
+        409 => ("Conflict", "the server reported a conflict"),
+        410 => ("Expired", "the server no longer has the requested resource"),
+        413 => (
+            "RequestEntityTooLarge",
+            "the server rejected the request because it is too large",
+        ),
+        415 => (
+            "UnsupportedMediaType",
+            "the server was unable to understand the content type of the request",
+        ),
+        422 => (
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        ),
+        429 => (
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        500 => (
+            "InternalError",
+            "an error on the server has prevented the request from succeeding",
+        ),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "the server was unable to return a response in the time allotted, but may still be processing the request",
+        ),
+        _ => (
+            "Unknown",
+            "an error on the server has prevented the request from succeeding",
+        ),
+    }
+}
+
+/// A non-2xx answer as a [`SinkError::Status`]: the server's `Status` if the body is one,
+/// else a generic one built from the code (as client-go's REST client does).
+pub(crate) fn status_error(answer: &Answer) -> SinkError {
+    let code = answer.status.as_u16();
+    let decoded = (!answer.oversized)
+        .then(|| serde_json::from_slice::<serde_json::Value>(&answer.body).ok())
+        .flatten()
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"))
+        .and_then(|v| serde_json::from_value::<Status>(v).ok());
+    let mut status = match decoded {
+        Some(mut s) => {
+            if s.code == 0 {
+                s.code = code;
+            }
+            s
+        }
+        None => {
+            let (reason, message) = generic_reason(code);
+            let mut s = Status::failure(code, reason, message);
+            let snippet: String =
+                String::from_utf8_lossy(&answer.body[..answer.body.len().min(256)])
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
+            let snippet = snippet.trim();
+            if !snippet.is_empty() || answer.oversized {
+                s.details = Some(StatusDetails {
+                    causes: vec![StatusCause {
+                        type_: "UnexpectedServerResponse".into(),
+                        message: if answer.oversized {
+                            "(response body exceeds the size limit)".into()
+                        } else {
+                            snippet.to_owned()
+                        },
+                        field: String::new(),
+                    }],
+                    ..Default::default()
+                });
+            }
+            s
+        }
+    };
+    status.retry_after = answer.retry_after.or_else(|| {
+        status
+            .details
+            .as_ref()
+            .and_then(|d| d.retry_after_seconds)
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(s as u64))
+    });
+    SinkError::Status(Box::new(status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(code: u16, body: &str, retry_after: Option<u64>) -> Answer {
+        Answer {
+            status: StatusCode::from_u16(code).unwrap(),
+            retry_after: retry_after.map(Duration::from_secs),
+            body: Bytes::copy_from_slice(body.as_bytes()),
+            oversized: false,
+        }
+    }
+
+    #[test]
+    fn status_body_is_decoded() {
+        let body = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"events \"x\" already exists","reason":"AlreadyExists",
+            "details":{"name":"x","kind":"events"},"code":409}"#;
+        let e = status_error(&answer(409, body, None));
+        assert!(e.is_already_exists());
+        assert_eq!(e.code(), Some(409));
+        let SinkError::Status(s) = e else { panic!() };
+        assert_eq!(s.details.unwrap().name, "x");
+    }
+
+    #[test]
+    fn non_status_body_becomes_generic_status() {
+        let e = status_error(&answer(502, "<html>bad gateway</html>", Some(7)));
+        assert_eq!(e.code(), Some(502));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
+        let SinkError::Status(s) = e else { panic!() };
+        assert_eq!(s.reason, "Unknown");
+        assert_eq!(
+            s.details.unwrap().causes[0].message,
+            "<html>bad gateway</html>"
+        );
+    }
+
+    #[test]
+    fn retry_after_from_details_when_no_header() {
+        let body = r#"{"kind":"Status","status":"Failure","reason":"TooManyRequests",
+            "details":{"retryAfterSeconds":3},"code":429}"#;
+        let e = status_error(&answer(429, body, None));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(e.disposition(), kevents_core::Disposition::Retry);
+    }
+}

@@ -1,0 +1,292 @@
+//! An in-memory apiserver for core/v1 events: what the replay tool, tests and benchmarks
+//! write to. It behaves like the real one where the recorder can tell: AlreadyExists on a
+//! duplicate create, 404 on a patch of a missing event, a new resourceVersion on every write,
+//! and strategic-merge patches applied key by key.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+
+use kevents_core::events_v1::{self, ClusterScopedRule, EventsV1Sink, V1SinkFuture};
+use kevents_core::status::{SinkError, Status, StatusDetails};
+use kevents_core::{Event, EventSink, SinkFuture};
+
+#[derive(Debug, Default)]
+struct Store {
+    events: BTreeMap<(String, String), Event>,
+    resource_version: u64,
+    creates: u64,
+    patches: u64,
+}
+
+/// A thread-safe in-memory event store that implements [`EventSink`]. Clones share the store.
+///
+/// ```
+/// use kevents_core::Event;
+/// use kevents_sim::MemoryApiServer;
+/// let api = MemoryApiServer::new();
+/// let mut e = Event::default();
+/// e.metadata.name = "pod.1".into();
+/// e.metadata.namespace = "ns".into();
+/// e.count = 1;
+/// let stored = api.create_now(&e).unwrap();
+/// assert_eq!(stored.metadata.resource_version, "1");
+/// assert!(api.create_now(&e).unwrap_err().is_already_exists());
+/// let patched = api.patch_now("ns", "pod.1", br#"{"count":2}"#).unwrap();
+/// assert_eq!(patched.count, 2);
+/// assert!(api.patch_now("ns", "gone", b"{}").unwrap_err().is_not_found());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemoryApiServer {
+    store: Arc<Mutex<Store>>,
+}
+
+fn status(code: u16, reason: &str, message: String, name: &str) -> SinkError {
+    let mut s = Status::failure(code, reason, message);
+    s.details = Some(StatusDetails {
+        name: name.to_owned(),
+        kind: "events".into(),
+        ..Default::default()
+    });
+    SinkError::Status(Box::new(s))
+}
+
+impl MemoryApiServer {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Store> {
+        // A panic while holding the lock cannot leave the map half-updated (every update
+        // is a single insert), so a poisoned lock is still usable.
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates `event` (its resourceVersion is ignored), as `POST .../events`.
+    pub fn create_now(&self, event: &Event) -> Result<Event, SinkError> {
+        let mut s = self.lock();
+        let key = (
+            event.metadata.namespace.clone(),
+            event.metadata.name.clone(),
+        );
+        if event.metadata.namespace.is_empty() || event.metadata.name.is_empty() {
+            return Err(status(
+                422,
+                "Invalid",
+                "metadata.name and metadata.namespace are required".into(),
+                &key.1,
+            ));
+        }
+        if s.events.contains_key(&key) {
+            return Err(status(
+                409,
+                "AlreadyExists",
+                format!("events \"{}\" already exists", key.1),
+                &key.1,
+            ));
+        }
+        s.resource_version += 1;
+        s.creates += 1;
+        let mut stored = event.clone();
+        stored.metadata.resource_version = s.resource_version.to_string();
+        s.events.insert(key, stored.clone());
+        Ok(stored)
+    }
+
+    /// Applies a strategic-merge patch to an existing event, as `PATCH .../events/{name}`.
+    /// For an Event every patched field is a scalar, so the merge is key by key; `null`
+    /// deletes.
+    pub fn patch_now(&self, namespace: &str, name: &str, patch: &[u8]) -> Result<Event, SinkError> {
+        let mut s = self.lock();
+        let key = (namespace.to_owned(), name.to_owned());
+        let Some(current) = s.events.get(&key) else {
+            return Err(status(
+                404,
+                "NotFound",
+                format!("events \"{name}\" not found"),
+                name,
+            ));
+        };
+        let bad = |m: String| status(400, "BadRequest", m, name);
+        let Value::Object(changes) =
+            serde_json::from_slice::<Value>(patch).map_err(|e| bad(e.to_string()))?
+        else {
+            return Err(bad("patch is not a JSON object".into()));
+        };
+        let mut doc = serde_json::to_value(current).map_err(|e| bad(e.to_string()))?;
+        if let Value::Object(map) = &mut doc {
+            for (k, v) in changes {
+                if v.is_null() {
+                    map.remove(&k);
+                } else {
+                    map.insert(k, v);
+                }
+            }
+        }
+        let mut updated: Event = serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
+        s.resource_version += 1;
+        s.patches += 1;
+        updated.metadata.resource_version = s.resource_version.to_string();
+        s.events.insert(key, updated.clone());
+        Ok(updated)
+    }
+
+    /// Deletes an event (what the server's event TTL does). Returns whether it existed.
+    pub fn delete(&self, namespace: &str, name: &str) -> bool {
+        self.lock()
+            .events
+            .remove(&(namespace.to_owned(), name.to_owned()))
+            .is_some()
+    }
+
+    /// The stored event, if any.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Event> {
+        self.lock()
+            .events
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Every stored event, ordered by namespace and name.
+    pub fn list(&self) -> Vec<Event> {
+        self.lock().events.values().cloned().collect()
+    }
+
+    /// Successful creates and patches so far.
+    pub fn request_counts(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.creates, s.patches)
+    }
+}
+
+impl EventSink for MemoryApiServer {
+    fn create(&self, event: &Event) -> SinkFuture {
+        let r = self.create_now(event);
+        Box::pin(async move { r })
+    }
+
+    fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
+        let r = self.patch_now(&event.metadata.namespace, &event.metadata.name, patch);
+        Box::pin(async move { r })
+    }
+}
+
+/// `events.k8s.io/v1`: the same store seen through the other API, as on a real apiserver
+/// (both APIs share one storage, reference A23/E13). Creates get the strict validation of a
+/// current server (F2, F4, F5, F6: 422 Invalid); patches are strategic merges (maps merged
+/// recursively, `null` deletes) validated as updates (F7, series count at least 2); a patch
+/// of a missing event is a 404.
+impl MemoryApiServer {
+    /// Creates an `events.k8s.io/v1` event, as `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
+    ///
+    /// ```
+    /// use kevents_core::events_v1::Event;
+    /// use kevents_sim::MemoryApiServer;
+    /// let api = MemoryApiServer::new();
+    /// let err = api.create_v1_now(&Event::default()).unwrap_err();
+    /// assert_eq!(err.code(), Some(422));
+    /// ```
+    pub fn create_v1_now(&self, event: &events_v1::Event) -> Result<events_v1::Event, SinkError> {
+        if let Err(e) = events_v1::validate_create(event, ClusterScopedRule::DefaultOrKubeSystem) {
+            return Err(status(422, "Invalid", e.to_string(), &event.metadata.name));
+        }
+        self.create_now(&Event::from(event.clone()))
+            .map(events_v1::Event::from)
+    }
+
+    /// Applies a strategic-merge patch to an `events.k8s.io/v1` event, as
+    /// `PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}`.
+    pub fn patch_v1_now(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &[u8],
+    ) -> Result<events_v1::Event, SinkError> {
+        let mut s = self.lock();
+        let key = (namespace.to_owned(), name.to_owned());
+        let Some(current) = s.events.get(&key) else {
+            return Err(status(
+                404,
+                "NotFound",
+                format!("events.events.k8s.io \"{name}\" not found"),
+                name,
+            ));
+        };
+        let old = events_v1::Event::from(current.clone());
+        let bad = |m: String| status(400, "BadRequest", m, name);
+        let changes = serde_json::from_slice::<Value>(patch).map_err(|e| bad(e.to_string()))?;
+        if !changes.is_object() {
+            return Err(bad("patch is not a JSON object".into()));
+        }
+        let mut doc = serde_json::to_value(&old).map_err(|e| bad(e.to_string()))?;
+        merge_json(&mut doc, changes);
+        let mut updated: events_v1::Event =
+            serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
+        updated.metadata.name = old.metadata.name.clone();
+        updated.metadata.namespace = old.metadata.namespace.clone();
+        if let Err(e) = events_v1::validate_update(&old, &updated) {
+            return Err(status(422, "Invalid", e.to_string(), name));
+        }
+        s.resource_version += 1;
+        s.patches += 1;
+        updated.metadata.resource_version = s.resource_version.to_string();
+        s.events.insert(key, Event::from(updated.clone()));
+        Ok(updated)
+    }
+
+    /// Performs a series-cache write now: CREATE or PATCH.
+    pub fn send_v1_now(&self, write: &events_v1::Write) -> Result<events_v1::Event, SinkError> {
+        match write {
+            events_v1::Write::Create { event, .. } => self.create_v1_now(event),
+            events_v1::Write::Patch { event, patch, .. } => {
+                self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
+            }
+        }
+    }
+
+    /// The stored event seen through `events.k8s.io/v1`, if any.
+    pub fn get_v1(&self, namespace: &str, name: &str) -> Option<events_v1::Event> {
+        self.get(namespace, name).map(events_v1::Event::from)
+    }
+
+    /// Every stored event seen through `events.k8s.io/v1`, ordered by namespace and name.
+    pub fn list_v1(&self) -> Vec<events_v1::Event> {
+        self.list()
+            .into_iter()
+            .map(events_v1::Event::from)
+            .collect()
+    }
+}
+
+/// Strategic merge of a patch without lists: objects merged key by key recursively, `null`
+/// deletes, anything else replaces.
+fn merge_json(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else if let Some(existing) = t.get_mut(&k) {
+                    merge_json(existing, v);
+                } else {
+                    t.insert(k, v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+impl EventsV1Sink for MemoryApiServer {
+    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+        let r = self.create_v1_now(event);
+        Box::pin(async move { r })
+    }
+
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+        let r = self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch);
+        Box::pin(async move { r })
+    }
+}

@@ -1,0 +1,310 @@
+//! The `events.k8s.io/v1` conformance scenarios: each takes a [`Target`] and checks one
+//! behaviour of `/apis/events.k8s.io/v1` as the series writer sees it through
+//! [`kevents_http::HttpSink`]'s [`EventsV1Sink`] implementation. The same functions run
+//! against the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to
+//! answer like the real one (codes and `Status` reasons; messages are not compared).
+
+use std::time::{Duration, SystemTime};
+
+use kevents_core::events_v1::{
+    self, EventFactoryV1, EventSeries, EventsV1Sink, OccurrenceV1, Reporter, Step, Write,
+    WriteReason, series_patch, write_once,
+};
+use kevents_core::{EventType, ObjectReference, SinkError, Time};
+
+use super::{Failure, Failures};
+use crate::Target;
+
+type Outcome = Result<(), String>;
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{prefix}-{:010x}",
+        ((nanos as u64).rotate_left(17) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) & 0xff_ffff_ffff
+    )
+}
+
+fn now() -> Time {
+    Time::from(SystemTime::now())
+}
+
+fn factory() -> EventFactoryV1 {
+    EventFactoryV1::new(Reporter::with_instance(
+        "kevents.io/conformance",
+        "conformance-0",
+    ))
+}
+
+fn pod(name: &str) -> ObjectReference {
+    ObjectReference::new("v1", "Pod", "default", name).with_uid(format!("uid-{name}"))
+}
+
+fn event(regarding: ObjectReference, action: &str, note: &str) -> Result<events_v1::Event, String> {
+    factory()
+        .make(
+            now(),
+            OccurrenceV1::new(regarding, None, EventType::Warning, "BackOff", action, note),
+        )
+        .map_err(|e| e.to_string())
+}
+
+fn micros(t: Option<Time>) -> Option<i64> {
+    t.map(|t| t.unix_nanos().div_euclid(1000))
+}
+
+/// Expects a `Status` failure with `code` and `reason`.
+fn expect_status(r: Result<events_v1::Event, SinkError>, code: u16, reason: &str) -> Outcome {
+    super::expect_status(r, code, reason).map(drop)
+}
+
+/// Discovery lists `events.k8s.io/v1`.
+pub async fn v1_discovery_served(t: &Target) -> Outcome {
+    let served = t
+        .admin
+        .events_v1_served()
+        .await
+        .map_err(|e| format!("discovery: {e}"))?;
+    ensure!(served, "events.k8s.io/v1 not served");
+    Ok(())
+}
+
+/// CREATE answers 201 with the event as stored: every field kept, uid and resourceVersion set.
+pub async fn v1_create_stores_fields(t: &Target) -> Outcome {
+    let related = ObjectReference::new("v1", "Node", "", "node-1");
+    let mut e = event(
+        pod(&unique("v1-create")),
+        "Restart",
+        "back-off <restarting> & more",
+    )?;
+    e.related = Some(related.clone());
+    let stored = t
+        .admin
+        .create_v1(&e)
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    ensure!(
+        stored.metadata.name == e.metadata.name,
+        "name {:?}",
+        stored.metadata.name
+    );
+    ensure!(!stored.metadata.uid.is_empty(), "no uid");
+    ensure!(
+        stored.metadata.resource_version.parse::<u64>().is_ok(),
+        "resourceVersion {:?}",
+        stored.metadata.resource_version
+    );
+    ensure!(
+        stored.action == e.action
+            && stored.reason == e.reason
+            && stored.note == e.note
+            && stored.type_ == e.type_
+            && stored.reporting_controller == e.reporting_controller
+            && stored.reporting_instance == e.reporting_instance,
+        "stored {stored:?}"
+    );
+    ensure!(
+        stored.regarding == e.regarding,
+        "regarding {:?}",
+        stored.regarding
+    );
+    ensure!(
+        stored.related == Some(related),
+        "related {:?}",
+        stored.related
+    );
+    ensure!(
+        micros(stored.event_time) == micros(e.event_time),
+        "eventTime {:?} vs {:?}",
+        stored.event_time,
+        e.event_time
+    );
+    ensure!(stored.series.is_none(), "series {:?}", stored.series);
+    let got = t
+        .admin
+        .get_event_v1("default", &e.metadata.name)
+        .await
+        .map_err(|e| format!("get: {e}"))?;
+    ensure!(
+        got == stored,
+        "GET differs from the create answer:\n{got:?}\n{stored:?}"
+    );
+    Ok(())
+}
+
+/// A series PATCH with the P8 body sets the series (count, lastObservedTime) and nothing else.
+pub async fn v1_series_patch(t: &Target) -> Outcome {
+    let e = event(pod(&unique("v1-series")), "Restart", "crash")?;
+    let created = t
+        .admin
+        .create_v1(&e)
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    let mut last = now();
+    for count in [2, 7] {
+        last = last.saturating_add(Duration::from_secs(1));
+        let series = EventSeries::new(count, last);
+        let patched = t
+            .admin
+            .patch_v1(&e, &series_patch(&series))
+            .await
+            .map_err(|e| format!("patch count {count}: {e}"))?;
+        let s = patched.series.ok_or("no series after the patch")?;
+        ensure!(s.count == count, "count {} instead of {count}", s.count);
+        ensure!(
+            micros(s.last_observed_time) == micros(Some(last)),
+            "lastObservedTime {:?}",
+            s.last_observed_time
+        );
+        ensure!(
+            patched.note == created.note && patched.metadata.uid == created.metadata.uid,
+            "patched {patched:?}"
+        );
+    }
+    Ok(())
+}
+
+/// PATCH of an event that does not exist: 404 NotFound; `write_once` then re-creates it
+/// with its series (client-go 1.27 `recordEvent`).
+pub async fn v1_patch_missing_is_not_found(t: &Target) -> Outcome {
+    let mut e = event(pod(&unique("v1-missing")), "Restart", "crash")?;
+    let series = EventSeries::new(2, now());
+    expect_status(
+        t.admin.patch_v1(&e, &series_patch(&series)).await,
+        404,
+        "NotFound",
+    )?;
+    e.series = Some(series);
+    let w = Write::Patch {
+        patch: series_patch(&series),
+        event: e.clone(),
+        reason: WriteReason::SeriesStart,
+    };
+    let out = write_once(&t.admin, w).await;
+    ensure!(
+        out.recreated && out.step == Step::Stored,
+        "write_once: recreated {} step {:?} result {:?}",
+        out.recreated,
+        out.step,
+        out.result
+    );
+    let got = t
+        .admin
+        .get_event_v1("default", &e.metadata.name)
+        .await
+        .map_err(|e| format!("get: {e}"))?;
+    ensure!(
+        got.series.map(|s| s.count) == Some(2),
+        "series {:?}",
+        got.series
+    );
+    Ok(())
+}
+
+/// A second CREATE with the same name: 409 AlreadyExists.
+pub async fn v1_duplicate_create_already_exists(t: &Target) -> Outcome {
+    let e = event(pod(&unique("v1-dup")), "Restart", "crash")?;
+    t.admin
+        .create_v1(&e)
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    let r = t.admin.create_v1(&e).await;
+    if let Err(err) = &r {
+        ensure!(err.is_already_exists(), "not AlreadyExists: {err:?}");
+    }
+    expect_status(r, 409, "AlreadyExists")
+}
+
+/// Strict validation (F6): an empty action is refused with 422 Invalid.
+pub async fn v1_missing_action_is_invalid(t: &Target) -> Outcome {
+    let mut e = event(pod(&unique("v1-noaction")), "Restart", "crash")?;
+    e.action.clear();
+    expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
+}
+
+/// Strict validation (F4): a note over 1024 bytes is refused with 422 Invalid.
+pub async fn v1_long_note_is_invalid(t: &Target) -> Outcome {
+    let mut e = event(pod(&unique("v1-longnote")), "Restart", "crash")?;
+    e.note = "n".repeat(1025);
+    expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
+}
+
+/// F4 on a 1.20 apiserver: an event about a cluster-scoped object must be in `kube-system`;
+/// in `default` it is refused with 422 Invalid.
+pub async fn v1_cluster_scoped_needs_kube_system(t: &Target) -> Outcome {
+    let node = ObjectReference::new("v1", "Node", "", unique("v1-node"));
+    let mut e = event(node, "Reboot", "rebooted")?;
+    ensure!(
+        e.metadata.namespace == "kube-system",
+        "the factory put it in {:?}",
+        e.metadata.namespace
+    );
+    t.admin
+        .create_v1(&e)
+        .await
+        .map_err(|e| format!("create in kube-system: {e}"))?;
+    e.metadata.namespace = "default".into();
+    e.metadata.name = format!("{}-default", e.metadata.name);
+    expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
+}
+
+/// F7 on a 1.20 apiserver: the update validation compares the new object with itself, so a
+/// series PATCH is not validated (count 1 is stored).
+pub async fn v1_series_patch_not_validated_on_1_20(t: &Target) -> Outcome {
+    let e = event(pod(&unique("v1-count1")), "Restart", "crash")?;
+    t.admin
+        .create_v1(&e)
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    let patched = t
+        .admin
+        .patch_v1(&e, &series_patch(&EventSeries::new(1, now())))
+        .await
+        .map_err(|e| format!("patch with count 1: {e}"))?;
+    ensure!(
+        patched.series.map(|s| s.count) == Some(1),
+        "series {:?}",
+        patched.series
+    );
+    Ok(())
+}
+
+/// Every events.k8s.io/v1 scenario, in order; all are run even if some fail.
+pub async fn run_all(t: &Target) -> Result<(), Failures> {
+    macro_rules! scenarios {
+        ($($f:ident),* $(,)?) => {{
+            let mut failures = Vec::new();
+            $(
+                match $f(t).await {
+                    Ok(()) => eprintln!("{}: {} ... ok", t.name, stringify!($f)),
+                    Err(message) => {
+                        eprintln!("{}: {} ... FAILED: {message}", t.name, stringify!($f));
+                        failures.push(Failure { target: t.name.to_owned(), scenario: stringify!($f), message });
+                    }
+                }
+            )*
+            failures
+        }};
+    }
+    let failures = scenarios!(
+        v1_discovery_served,
+        v1_create_stores_fields,
+        v1_series_patch,
+        v1_patch_missing_is_not_found,
+        v1_duplicate_create_already_exists,
+        v1_missing_action_is_invalid,
+        v1_long_note_is_invalid,
+        v1_cluster_scoped_needs_kube_system,
+        v1_series_patch_not_validated_on_1_20,
+    );
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Failures(failures))
+    }
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Interleaved side-by-side runs of kevents and the client-go v1.20.2 harness (evoracle).
+
+The machines are noisy (the same binary swings 2x from one minute to the next), so only
+ratios of runs made in the same minute mean anything: each pair runs kevents once and
+client-go once, alternating which goes first, and the median of the per-pair ratios is
+reported.
+
+  python3 scripts/bench/interleave.py --oracle /path/to/evoracle \\
+      [--kevents target/release/kevents] [--pairs 5] [--workload hot|wide] \\
+      [--what correlator|pipeline|emit] [--policy drop|backpressure]
+
+Prints one JSON line per pair and a summary line with the medians.
+"""
+import argparse, json, statistics, subprocess, sys
+
+WORKLOADS = {
+    "hot": dict(n=200000, objects=1000, reasons=5, messages=3),
+    "wide": dict(n=200000, objects=100000, reasons=1, messages=1),
+}
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    if not lines:
+        sys.exit(f"no JSON from {' '.join(cmd)}:\n{out}")
+    return json.loads(lines[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--oracle", required=True)
+    ap.add_argument("--kevents", default="target/release/kevents")
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--workload", default="hot", choices=sorted(WORKLOADS))
+    ap.add_argument("--what", default="correlator", choices=["correlator", "pipeline", "emit"])
+    ap.add_argument("--policy", default="backpressure", choices=["drop", "backpressure"])
+    a = ap.parse_args()
+    w = WORKLOADS[a.workload]
+    oracle = [a.oracle, "-mode", "bench"] + [x for k, v in w.items() for x in (f"-{k}", str(v))]
+    if a.what == "correlator":
+        kev = [a.kevents, "bench", "correlator", "--workload", a.workload, "--runs", "1"]
+        key, okey, higher = "correlator_events_per_s", "correlator_events_per_s", True
+    elif a.what == "pipeline":
+        kev = [a.kevents, "bench", "pipeline", "--workload", a.workload, "--policy", a.policy, "--runs", "1"]
+        key, okey, higher = "pipeline_events_per_s", "pipeline_events_per_s", True
+    else:
+        kev = [a.kevents, "bench", "pipeline", "--workload", a.workload, "--policy", a.policy, "--runs", "1"]
+        key, okey, higher = "emit_ns_per_event", "emit_ns_per_event", False
+    ratios, kv, ov = [], [], []
+    for i in range(a.pairs):
+        first_kevents = i % 2 == 0
+        if first_kevents:
+            k = run_json(kev); o = run_json(oracle)
+        else:
+            o = run_json(oracle); k = run_json(kev)
+        kval, oval = float(k[key]), float(o[okey])
+        ratio = kval / oval if higher else oval / kval
+        ratios.append(ratio); kv.append(kval); ov.append(oval)
+        print(json.dumps({"pair": i + 1, "kevents": kval, "client_go": oval, "ratio": round(ratio, 2),
+                          "kevents_json": k, "client_go_delivered": o.get("pipeline_delivered")}))
+    print(json.dumps({"what": a.what, "workload": a.workload, "policy": a.policy if a.what != "correlator" else None,
+                      "metric": key, "pairs": a.pairs,
+                      "kevents_median": statistics.median(kv), "client_go_median": statistics.median(ov),
+                      "median_ratio": round(statistics.median(ratios), 2),
+                      "ratios": [round(r, 2) for r in ratios]}))
+
+
+if __name__ == "__main__":
+    main()
