@@ -16,6 +16,19 @@ def clean(text):
     text = text if i < 0 else text[:i]
     return "\n".join(l.split("//")[0] for l in text.splitlines())
 
+VARIANT = re.compile(r"^\s+([A-Z][A-Za-z0-9_]*)\s*[({,]", re.M)
+EXTERNAL_USE = re.compile(r"^\s*use\s+(?!crate|super|self)[^;]*;", re.M | re.S)
+
+
+def local_names(text):
+    """Names a file defines or imports from outside the crate: enum variants, and `use`
+    of std or other crates (a `Write` from std::fmt is not the crate's `Write`)."""
+    names = set(VARIANT.findall(text))
+    for u in EXTERNAL_USE.findall(text):
+        names |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", u))
+    return names
+
+
 def crates(root):
     for d, dirs, files in os.walk(root):
         dirs[:] = [x for x in dirs if x not in ("target", ".git", "node_modules")]
@@ -53,7 +66,7 @@ for src in sorted(crates(ROOT)):
                     continue
                 files[p] = clean(open(os.path.join(d, f), encoding="utf-8").read())
     pub = {p: set(DEF.findall(t)) | set(MACRO.findall(t)) for p, t in files.items()}
-    own = {p: set(ANYDEF.findall(t)) | set(MACRO.findall(t)) for p, t in files.items()}
+    own = {p: set(ANYDEF.findall(t)) | set(MACRO.findall(t)) | local_names(t) for p, t in files.items()}
     owners = {}
     for p, names in pub.items():
         for nm in names:

@@ -7,12 +7,15 @@
 //!                                                                  ▼
 //!                                                             Broadcaster ──▶ per watcher: queue of
 //!                                                                  │          `capacity` slots
-//!                  ┌───────────────────────────┬───────────────────┤ (drop-if-full | backpressure)
-//!                  ▼                           ▼                   ▼ EventBatch
-//!           LoggingWatcher               your actors        Correlator actor ──WriteBatch──▶ Sink actor
-//!         (one EventMessage          (one EventMessage             ▲                   (Supervisor;
-//!          per event)                 per event)                   └──WriteDoneBatch──  concurrent per
-//!                                                                                       event key)
+//!           ┌──────────────────┬───────────────────┬───────────────┤ (drop-if-full | backpressure)
+//!           ▼                  ▼                   ▼               ▼
+//!    LoggingWatcher       your actors      core/v1 chain:     events.k8s.io/v1 chain:
+//!                                          CorrelatorActor    SeriesActor (series cache,
+//!                                           │WriteBatch ▲      timers, shutdown flush)
+//!                                           ▼           │           │
+//!                                          SinkActor ───┘ WriteDone  │
+//!                                          (Supervisor)              │
+//!                                           └── keyed writer engine ─┘── EventSink / EventsV1Sink
 //! ```
 //!
 //! * [`Recorder`]: the handle users call (`event`, [`eventf!`], `annotated_event`); it never
@@ -20,7 +23,8 @@
 //! * [`Pipeline`]: built with [`Pipeline::builder`]; [`Pipeline::shutdown`] drains everything
 //!   within a deadline and returns a [`ShutdownReport`].
 //! * Watchers are any actix actor handling [`EventMessage`], registered with a
-//!   [`WatcherPolicy`].
+//!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`]) and an
+//!   events.k8s.io/v1 series chain ([`PipelineBuilder::series_sink`]) are watchers too.
 //! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`stats`]).
 //! * [`FakeRecorder`] for users' unit tests.
 //!
