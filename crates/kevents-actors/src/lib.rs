@@ -84,6 +84,7 @@ pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
 pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, ShutdownReport, WatcherHandle};
 pub use policy::{Classifier, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy};
+pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
     CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, RecordError, Recorder,
 };

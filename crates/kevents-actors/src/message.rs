@@ -52,10 +52,10 @@ impl Recorded {
     }
 }
 
-/// Holds one slot of a watcher's bounded queue. The slot is given back when this value is
-/// dropped, so a watcher that finishes its work asynchronously (like the sink chain) can keep
-/// the slot until the work is done: the watcher's capacity then bounds everything it has
-/// accepted and not finished.
+/// Holds one slot of a watcher's bounded queue and the bytes the event counts against the
+/// queue's byte bound. Both are given back when this value is dropped, so a watcher that
+/// finishes its work asynchronously (like the sink chain) can keep the slot until the work is
+/// done: the watcher's bounds then cover everything it has accepted and not finished.
 ///
 /// ```
 /// use kevents_actors::DeliverySlot;
@@ -65,25 +65,40 @@ impl Recorded {
 #[derive(Debug)]
 pub struct DeliverySlot {
     _permit: Option<OwnedSemaphorePermit>,
+    _bytes: Option<OwnedSemaphorePermit>,
 }
 
 impl DeliverySlot {
-    pub(crate) fn new(permit: OwnedSemaphorePermit) -> Self {
+    pub(crate) fn new(permit: OwnedSemaphorePermit, bytes: OwnedSemaphorePermit) -> Self {
         DeliverySlot {
             _permit: Some(permit),
+            _bytes: Some(bytes),
         }
     }
 
     /// A slot that belongs to no queue (for messages built by hand, e.g. in tests).
     pub fn detached() -> Self {
-        DeliverySlot { _permit: None }
+        DeliverySlot {
+            _permit: None,
+            _bytes: None,
+        }
     }
+}
 
-    /// The permit behind the slot (`None` for a detached slot), so that a watcher finishing
-    /// many events at once can give their slots back together (one release instead of one
-    /// per event).
-    pub(crate) fn into_permit(self) -> Option<OwnedSemaphorePermit> {
-        self._permit
+/// One semaphore's finished permits, merged (a counter update) and given back at once.
+#[derive(Debug, Default)]
+struct Merged(Option<OwnedSemaphorePermit>);
+
+impl Merged {
+    fn push(&mut self, permit: Option<OwnedSemaphorePermit>) {
+        let Some(permit) = permit else {
+            return;
+        };
+        match &mut self.0 {
+            Some(m) if Arc::ptr_eq(m.semaphore(), permit.semaphore()) => m.merge(permit),
+            Some(_) => drop(permit),
+            None => self.0 = Some(permit),
+        }
     }
 }
 
@@ -92,25 +107,21 @@ impl DeliverySlot {
 /// in [`ReleasedSlots::release`] (or when this is dropped).
 #[derive(Debug, Default)]
 pub(crate) struct ReleasedSlots {
-    merged: Option<OwnedSemaphorePermit>,
+    slots: Merged,
+    bytes: Merged,
 }
 
 impl ReleasedSlots {
     /// Adds a finished slot; it is given back at the next [`ReleasedSlots::release`].
     pub(crate) fn push(&mut self, slot: DeliverySlot) {
-        let Some(permit) = slot.into_permit() else {
-            return;
-        };
-        match &mut self.merged {
-            Some(m) if Arc::ptr_eq(m.semaphore(), permit.semaphore()) => m.merge(permit),
-            Some(_) => drop(permit),
-            None => self.merged = Some(permit),
-        }
+        self.slots.push(slot._permit);
+        self.bytes.push(slot._bytes);
     }
 
     /// Gives every collected slot back.
     pub(crate) fn release(&mut self) {
-        self.merged = None;
+        self.slots = Merged::default();
+        self.bytes = Merged::default();
     }
 }
 

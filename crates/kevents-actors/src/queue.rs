@@ -1,33 +1,152 @@
-//! The bounded queue in front of each watcher: flow control only. Its capacity is a
-//! semaphore of slots; a slot travels with each [`EventMessage`](crate::EventMessage) and is
-//! given back when the watcher is done with it, so the bound is exact whatever actix's
+//! The bounded queue in front of each watcher: flow control only. It has two bounds, each a
+//! semaphore: `capacity` slots (one per event) and `max_bytes` (each event's estimated size).
+//! A slot and the event's bytes travel with each [`EventMessage`](crate::EventMessage) and
+//! are given back when the watcher is done with it, so the bounds are exact whatever actix's
 //! mailbox does. What the queue counts is in its [`WatcherCounters`].
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::policy::WatcherPolicy;
 use crate::stats::WatcherSnapshot;
 use crate::telemetry::WatcherCounters;
 
-/// One watcher's queue: its name, policy, slots and counters.
+/// The default byte bound of a drop-if-full intake: 64 MiB of queued occurrences.
+pub const DEFAULT_INTAKE_MAX_BYTES: usize = 64 << 20;
+
+/// The bytes held by a bounded intake (estimated size of what it holds), shared by
+/// the senders (who add) and the Recorder actor (which subtracts what it takes).
+#[derive(Debug)]
+pub(crate) struct IntakeBytes {
+    used: AtomicUsize,
+    max: usize,
+    /// Woken when bytes are given back (for callers that wait for room).
+    freed: Notify,
+}
+
+impl IntakeBytes {
+    pub(crate) fn new(max: usize) -> Self {
+        IntakeBytes {
+            used: AtomicUsize::new(0),
+            max: max.max(1),
+            freed: Notify::new(),
+        }
+    }
+
+    /// Reserves `n` bytes; `false` (nothing reserved) if that would pass the bound. A lone
+    /// item larger than the whole bound is admitted when the intake holds nothing, so that
+    /// no occurrence is refused for ever.
+    pub(crate) fn reserve(&self, n: usize) -> bool {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let next = used.saturating_add(n);
+            if next > self.max && used > 0 {
+                return false;
+            }
+            match self
+                .used
+                .compare_exchange_weak(used, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Reserves `n` bytes, waiting until they fit; `false` if `closed` says to give up.
+    pub(crate) async fn reserve_wait(&self, n: usize, closed: impl Fn() -> bool) -> bool {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.reserve(n) {
+                return true;
+            }
+            if closed() {
+                return false;
+            }
+            freed.await;
+        }
+    }
+
+    /// Gives `n` bytes back (taken by the Recorder actor, or a send that failed).
+    pub(crate) fn release(&self, n: usize) {
+        if n > 0 {
+            self.used.fetch_sub(n, Ordering::AcqRel);
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// Wakes every caller waiting for room (the intake is closing).
+    pub(crate) fn wake_all(&self) {
+        self.freed.notify_waiters();
+    }
+
+    /// Bytes held now.
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// The default byte bound of every watcher queue: 64 MiB of events queued or being handled.
+pub const DEFAULT_QUEUE_MAX_BYTES: usize = 64 << 20;
+
+/// One watcher's queue: its name, policy, slots, bytes and counters.
 #[derive(Debug)]
 pub(crate) struct WatcherQueue {
     name: String,
     policy: WatcherPolicy,
     slots: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+    max_bytes: u32,
     pub(crate) counters: WatcherCounters,
 }
 
 impl WatcherQueue {
-    pub(crate) fn new(name: &str, policy: WatcherPolicy) -> Self {
+    /// A queue with `policy`'s slots and `max_bytes` (at least 1, at most 4 GiB).
+    pub(crate) fn new(name: &str, policy: WatcherPolicy, max_bytes: usize) -> Self {
+        let max_bytes = u32::try_from(max_bytes.max(1)).unwrap_or(u32::MAX);
         WatcherQueue {
             name: name.to_owned(),
             policy,
             slots: Arc::new(Semaphore::new(policy.capacity())),
+            bytes: Arc::new(Semaphore::new(max_bytes as usize)),
+            max_bytes,
             counters: WatcherCounters::new(name),
         }
+    }
+
+    /// What an event of `size` bytes counts against the byte bound: an event larger than
+    /// the whole bound counts as the whole bound (it is delivered alone).
+    pub(crate) fn byte_cost(&self, size: usize) -> u32 {
+        u32::try_from(size)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.max_bytes)
+    }
+
+    /// `n` bytes (with up to `extra` more, taken ahead for the next events) if free.
+    pub(crate) fn try_bytes(&self, n: u32, extra: u32) -> Option<OwnedSemaphorePermit> {
+        let free = u32::try_from(self.bytes.available_permits()).unwrap_or(u32::MAX);
+        if free < n {
+            return None;
+        }
+        let want = n.saturating_add(extra).min(free);
+        Arc::clone(&self.bytes)
+            .try_acquire_many_owned(want)
+            .or_else(|_| Arc::clone(&self.bytes).try_acquire_many_owned(n))
+            .ok()
+    }
+
+    /// Waits for `n` bytes (backpressure).
+    pub(crate) async fn bytes(&self, n: u32) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.bytes).acquire_many_owned(n).await.ok()
+    }
+
+    /// Bytes of the events queued and not yet finished.
+    pub(crate) fn bytes_used(&self) -> u64 {
+        u64::from(self.max_bytes).saturating_sub(self.bytes.available_permits() as u64)
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -72,6 +191,7 @@ impl WatcherQueue {
     }
 
     /// Waits until every slot is free again (the watcher finished everything queued).
+    /// (Bytes are given back with the slots.)
     pub(crate) async fn wait_idle(&self) {
         let n = u32::try_from(self.policy.capacity()).unwrap_or(u32::MAX);
         if let Ok(permits) = self.slots.acquire_many(n).await {
@@ -88,6 +208,7 @@ impl WatcherQueue {
             dropped_full,
             dropped_closed,
             depth: self.depth(),
+            bytes: self.bytes_used(),
         }
     }
 }

@@ -3,9 +3,9 @@
 //! [`StatsSnapshot`]s; it decides nothing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::queue::WatcherQueue;
+use crate::queue::{IntakeBytes, WatcherQueue};
 use crate::stats::StatsSnapshot;
 use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
 
@@ -13,6 +13,7 @@ use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub(crate) intake: IntakeCounters,
+    intake_bytes: OnceLock<Arc<IntakeBytes>>,
     watchers: Mutex<Vec<Arc<WatcherQueue>>>,
     sinks: Mutex<Vec<Arc<SinkCounters>>>,
     series: Mutex<Vec<Arc<SeriesCounters>>>,
@@ -27,11 +28,17 @@ impl Registry {
     pub(crate) fn new() -> Self {
         Registry {
             intake: IntakeCounters::new(),
+            intake_bytes: OnceLock::new(),
             watchers: Mutex::new(Vec::new()),
             sinks: Mutex::new(Vec::new()),
             series: Mutex::new(Vec::new()),
             live_actors: AtomicU64::new(0),
         }
+    }
+
+    /// The bounded intake's byte count (for snapshots).
+    pub(crate) fn set_intake_bytes(&self, b: Arc<IntakeBytes>) {
+        let _ = self.intake_bytes.set(b);
     }
 
     pub(crate) fn add_watcher(&self, w: Arc<WatcherQueue>) {
@@ -79,6 +86,7 @@ impl Registry {
             dropped_after_shutdown,
             broadcast,
             intake_depth,
+            intake_bytes: self.intake_bytes.get().map_or(0, |b| b.used() as u64),
             watchers: lock(&self.watchers).iter().map(|w| w.snapshot()).collect(),
             sinks: lock(&self.sinks).iter().map(|s| s.snapshot()).collect(),
             series: lock(&self.series).iter().map(|s| s.snapshot()).collect(),

@@ -42,6 +42,8 @@ pub struct WatcherSnapshot {
     pub dropped_closed: u64,
     /// Events queued for it and not yet finished (messages not yet dropped).
     pub depth: u64,
+    /// Estimated bytes of those events (bounded by the pipeline's queue byte bound).
+    pub bytes: u64,
 }
 
 /// A point-in-time copy of every counter of one sink chain (correlator + sink actor).
@@ -111,6 +113,8 @@ pub struct StatsSnapshot {
     pub broadcast: u64,
     /// Occurrences accepted but not yet taken from the intake.
     pub intake_depth: u64,
+    /// Estimated bytes of those occurrences (a drop-if-full intake's byte bound applies).
+    pub intake_bytes: u64,
     /// Per watcher (sink chains included, named `sink:<name>`), in registration order.
     pub watchers: Vec<WatcherSnapshot>,
     /// Per sink chain.

@@ -60,6 +60,8 @@ struct Lane {
     /// Slots taken ahead for the next events of this batch (one `try_acquire_many` instead
     /// of one acquisition per event); given back when the batch is done.
     held: Option<OwnedSemaphorePermit>,
+    /// Bytes taken ahead the same way.
+    held_bytes: Option<OwnedSemaphorePermit>,
     /// Messages for a batch-capable watcher, sent together.
     pending: Vec<EventMessage>,
     accepted: u64,
@@ -67,7 +69,49 @@ struct Lane {
     dropped_closed: u64,
 }
 
+/// Bytes taken ahead of need for the next events of a batch: one semaphore operation per
+/// this many bytes of events instead of one per event.
+const BYTES_AHEAD: u32 = 64 << 10;
+
+/// A slot and the bytes of one event.
+pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
 impl Lane {
+    /// A slot and `size` bytes for the current event (`remaining` events of the batch
+    /// included), if both are free.
+    fn take(&mut self, w: &WatcherEntry, remaining: usize, size: usize) -> Option<Permits> {
+        let bytes = self.take_bytes(w, w.queue.byte_cost(size))?;
+        match self.take_slot(w, remaining) {
+            Some(slot) => Some((slot, bytes)),
+            None => {
+                // Kept for the next event of this batch (given back with the batch).
+                match &mut self.held_bytes {
+                    Some(h) => h.merge(bytes),
+                    None => self.held_bytes = Some(bytes),
+                }
+                None
+            }
+        }
+    }
+
+    /// `n` bytes, from those taken ahead or from the queue (with some ahead), if free.
+    fn take_bytes(&mut self, w: &WatcherEntry, n: u32) -> Option<OwnedSemaphorePermit> {
+        let held = self.held_bytes.as_ref().map_or(0, |h| h.num_permits());
+        if held < n as usize {
+            let need = n - held as u32;
+            let got = w.queue.try_bytes(need, BYTES_AHEAD)?;
+            match &mut self.held_bytes {
+                Some(h) => h.merge(got),
+                None => self.held_bytes = Some(got),
+            }
+        }
+        let h = self.held_bytes.as_mut()?;
+        if h.num_permits() == n as usize {
+            return self.held_bytes.take();
+        }
+        h.split(n as usize)
+    }
+
     /// One slot for the current event, `remaining` events of the batch included, if free.
     fn take_slot(&mut self, w: &WatcherEntry, remaining: usize) -> Option<OwnedSemaphorePermit> {
         if let Some(held) = &mut self.held {
@@ -89,10 +133,11 @@ impl Lane {
         w: &WatcherEntry,
         seq: u64,
         record: &Arc<Recorded>,
-        permit: OwnedSemaphorePermit,
+        (slot, bytes): Permits,
         remaining: usize,
     ) {
-        let msg = EventMessage::with_slot(seq, Arc::clone(record), DeliverySlot::new(permit));
+        let slot = DeliverySlot::new(slot, bytes);
+        let msg = EventMessage::with_slot(seq, Arc::clone(record), slot);
         if w.batch.is_some() {
             if self.pending.capacity() == 0 {
                 self.pending.reserve(remaining);
@@ -125,7 +170,9 @@ pub(crate) struct Distribution {
     items: std::vec::IntoIter<Item>,
     factory: Arc<EventFactory>,
     registry: Arc<Registry>,
-    pub(crate) current: Option<(u64, Arc<Recorded>, usize)>,
+    /// The event waiting for a backpressure watcher: sequence number, event, watcher index
+    /// and the event's size.
+    pub(crate) current: Option<(u64, Arc<Recorded>, usize, usize)>,
     pub(crate) next_seq: u64,
     pub(crate) distributed: u64,
 }
@@ -160,8 +207,8 @@ impl Distribution {
     /// per watcher and never built.
     pub(crate) fn run(&mut self) -> Option<usize> {
         loop {
-            let (seq, mut record, start, mut item) = match self.current.take() {
-                Some((seq, record, i)) => (seq, Some(record), i, None),
+            let (seq, mut record, start, mut item, size) = match self.current.take() {
+                Some((seq, record, i, size)) => (seq, Some(record), i, None, size),
                 None => {
                     let Some(item) = self.items.next() else {
                         self.flush();
@@ -170,7 +217,8 @@ impl Distribution {
                     let seq = self.next_seq;
                     self.next_seq += 1;
                     self.distributed += 1;
-                    (seq, None, 0, Some(item))
+                    let size = item.approx_bytes();
+                    (seq, None, 0, Some(item), size)
                 }
             };
             // This event and the ones still to come in this batch.
@@ -183,7 +231,7 @@ impl Distribution {
                     lane.dropped_closed += 1;
                     continue;
                 }
-                let permit = lane.take_slot(w, remaining);
+                let permit = lane.take(w, remaining, size);
                 if permit.is_none() && w.queue.drops_when_full() {
                     lane.dropped_full += 1;
                     continue;
@@ -204,7 +252,7 @@ impl Distribution {
                     Some(p) => lane.deliver(w, seq, r, p, remaining),
                     None => {
                         if let Some(r) = record.take() {
-                            self.current = Some((seq, r, i));
+                            self.current = Some((seq, r, i, size));
                         }
                         self.flush();
                         return Some(i);
@@ -221,11 +269,11 @@ impl Distribution {
     }
 
     /// Delivers the current event to the watcher it was blocked on, with the slot obtained.
-    pub(crate) fn resume(&mut self, permit: OwnedSemaphorePermit) {
-        if let Some((seq, record, i)) = self.current.take() {
+    pub(crate) fn resume(&mut self, permits: Permits) {
+        if let Some((seq, record, i, size)) = self.current.take() {
             let remaining = self.items.len() + 1;
-            self.lanes[i].deliver(&self.watchers[i], seq, &record, permit, remaining);
-            self.current = Some((seq, record, i + 1));
+            self.lanes[i].deliver(&self.watchers[i], seq, &record, permits, remaining);
+            self.current = Some((seq, record, i + 1, size));
         }
     }
 
@@ -233,6 +281,7 @@ impl Distribution {
     pub(crate) fn release_held(&mut self) {
         for lane in &mut self.lanes {
             lane.held = None;
+            lane.held_bytes = None;
         }
     }
 }

@@ -123,13 +123,19 @@ impl Handler<Publish> for Broadcaster {
         // A backpressure watcher is full: wait for its slots, holding everything else back
         // (the actor handles no other message meanwhile, so the order is kept).
         let wait = async move {
-            while let Some(i) = d.current.as_ref().map(|c| c.2) {
+            while let Some((i, size)) = d.current.as_ref().map(|c| (c.2, c.3)) {
                 let queue = Arc::clone(&d.watchers[i].queue);
-                match queue.slot().await {
-                    Some(permit) => d.resume(permit),
-                    // The semaphore is never closed; treat it as a closed watcher.
-                    None => {
-                        d.current = d.current.take().map(|(s, r, i)| (s, r, i + 1));
+                // Bytes first, then a slot: a slot waiter holds nothing the watcher needs.
+                let bytes = queue.bytes(queue.byte_cost(size)).await;
+                let slot = match bytes {
+                    Some(_) => queue.slot().await,
+                    None => None,
+                };
+                match (slot, bytes) {
+                    (Some(slot), Some(bytes)) => d.resume((slot, bytes)),
+                    // The semaphores are never closed; treat it as a closed watcher.
+                    _ => {
+                        d.current = d.current.take().map(|(s, r, i, n)| (s, r, i + 1, n));
                     }
                 }
                 if d.run().is_none() {

@@ -86,6 +86,7 @@ pub(crate) struct SinkSpec {
 pub(crate) fn spawn_chain(
     spec: SinkSpec,
     registry: &Arc<Registry>,
+    queue_max_bytes: usize,
     arbiter: Option<&ArbiterHandle>,
 ) -> (SinkChain, Recipient<EventMessage>, Arc<WatcherQueue>) {
     let counters = Arc::new(SinkCounters::new(&spec.name));
@@ -93,6 +94,7 @@ pub(crate) fn spawn_chain(
     let queue = Arc::new(WatcherQueue::new(
         &format!("sink:{}", spec.name),
         spec.options.delivery,
+        queue_max_bytes,
     ));
     let registry = Arc::clone(registry);
     // With a sink arbiter, the correlator runs there and the sink actor stays on this

@@ -12,7 +12,7 @@ use crate::events_v1::{SeriesSinkOptions, SeriesSpec, spawn_series};
 use crate::logging::{LogStyle, LoggingWatcher};
 use crate::message::EventMessage;
 use crate::policy::{IntakePolicy, WatcherPolicy};
-use crate::queue::WatcherQueue;
+use crate::queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, WatcherQueue};
 use crate::recorder::{Backend, EventsV1Config, Intake, Recorder, RecorderActor, V1Intake};
 use crate::registry::Registry;
 
@@ -42,6 +42,8 @@ pub struct PipelineBuilder {
     factory: EventFactory,
     clock: SharedClock,
     intake: IntakePolicy,
+    intake_max_bytes: usize,
+    queue_max_bytes: usize,
     logging: Option<(LoggingWatcher, WatcherPolicy)>,
     sinks: Vec<SinkSpec>,
     watchers: Vec<(String, Recipient<EventMessage>, WatcherPolicy)>,
@@ -71,6 +73,8 @@ impl PipelineBuilder {
             factory: EventFactory::new(source),
             clock: Arc::new(SystemClock),
             intake: IntakePolicy::default(),
+            intake_max_bytes: DEFAULT_INTAKE_MAX_BYTES,
+            queue_max_bytes: DEFAULT_QUEUE_MAX_BYTES,
             logging: None,
             sinks: Vec::new(),
             watchers: Vec::new(),
@@ -104,6 +108,25 @@ impl PipelineBuilder {
     /// The intake's bound (default: drop-if-full, 1000).
     pub fn intake(mut self, policy: IntakePolicy) -> Self {
         self.intake = policy;
+        self
+    }
+
+    /// The byte bound of a drop-if-full intake (default [`DEFAULT_INTAKE_MAX_BYTES`], 64 MiB):
+    /// the intake is full when it holds `capacity` occurrences or this many bytes of them
+    /// (an estimate: their strings plus fixed struct sizes). An unbounded intake has no byte
+    /// bound either.
+    pub fn intake_max_bytes(mut self, bytes: usize) -> Self {
+        self.intake_max_bytes = bytes;
+        self
+    }
+
+    /// The byte bound of every watcher queue, sink chains included (default
+    /// [`DEFAULT_QUEUE_MAX_BYTES`], 64 MiB): a queue is full when it holds its policy's
+    /// `capacity` events or this many bytes of them, whichever comes first; a drop-if-full
+    /// watcher then drops (counted as `dropped_full`), a backpressure watcher makes the
+    /// broadcaster wait. An event larger than the bound is delivered alone.
+    pub fn queue_max_bytes(mut self, bytes: usize) -> Self {
+        self.queue_max_bytes = bytes;
         self
     }
 
@@ -203,14 +226,18 @@ impl PipelineBuilder {
 
         if let Some((watcher, policy)) = self.logging {
             let addr = watcher.start();
-            let queue = Arc::new(WatcherQueue::new("logging", policy));
+            let queue = Arc::new(WatcherQueue::new("logging", policy, self.queue_max_bytes));
             broadcaster.add(addr.recipient(), None, queue);
         }
 
         let mut sinks = Vec::new();
         for spec in self.sinks {
-            let (chain, recipient, queue) =
-                spawn_chain(spec, &registry, self.sink_arbiter.as_ref());
+            let (chain, recipient, queue) = spawn_chain(
+                spec,
+                &registry,
+                self.queue_max_bytes,
+                self.sink_arbiter.as_ref(),
+            );
             let batch = Some(chain.correlator.clone().recipient());
             broadcaster.add(recipient, batch, queue);
             sinks.push(chain);
@@ -221,22 +248,40 @@ impl PipelineBuilder {
             let name = format!("series:{}", spec.name);
             let (chain, recipient, policy) =
                 spawn_series(spec, &self.clock, &registry, self.sink_arbiter.as_ref());
-            broadcaster.add(recipient, None, Arc::new(WatcherQueue::new(&name, policy)));
+            broadcaster.add(
+                recipient,
+                None,
+                Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes)),
+            );
             series.push(chain);
         }
 
         for (name, recipient, policy) in self.watchers {
-            let queue = Arc::new(WatcherQueue::new(&name, policy));
+            let queue = Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes));
             broadcaster.add(recipient, None, queue);
         }
 
         let broadcaster = broadcaster.start();
         let v1 = self.events_v1.map(V1Intake::new).unwrap_or_default();
-        let (intake, rx) = Intake::channel(self.intake, self.clock, Arc::clone(&registry), v1);
+        let (intake, rx, bytes) = Intake::channel(
+            self.intake,
+            self.intake_max_bytes,
+            self.clock,
+            Arc::clone(&registry),
+            v1,
+        );
         let intake = Arc::new(intake);
-        let recorder_addr =
-            RecorderActor::new(self.factory, broadcaster.clone(), rx, Arc::clone(&registry))
-                .start();
+        if let Some(b) = &bytes {
+            registry.set_intake_bytes(Arc::clone(b));
+        }
+        let recorder_addr = RecorderActor::new(
+            self.factory,
+            broadcaster.clone(),
+            rx,
+            bytes,
+            Arc::clone(&registry),
+        )
+        .start();
         Pipeline {
             recorder: Recorder::from_backend(Backend::Intake(Arc::clone(&intake))),
             intake,
@@ -245,6 +290,7 @@ impl PipelineBuilder {
             sinks,
             series,
             sink_arbiter: self.sink_arbiter,
+            queue_max_bytes: self.queue_max_bytes,
             registry,
         }
     }

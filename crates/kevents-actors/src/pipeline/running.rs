@@ -31,6 +31,7 @@ pub struct Pipeline {
     pub(super) sinks: Vec<SinkChain>,
     pub(super) series: Vec<SeriesChain>,
     pub(super) sink_arbiter: Option<ArbiterHandle>,
+    pub(super) queue_max_bytes: usize,
     pub(super) registry: Arc<Registry>,
 }
 
@@ -89,7 +90,7 @@ impl Pipeline {
         policy: WatcherPolicy,
     ) -> Result<WatcherHandle, PipelineError> {
         let name = name.into();
-        let queue = Arc::new(WatcherQueue::new(&name, policy));
+        let queue = Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes));
         let id = self
             .broadcaster
             .send(Register {
@@ -115,8 +116,12 @@ impl Pipeline {
             sink: Arc::new(sink),
             options,
         };
-        let (chain, recipient, queue) =
-            spawn_chain(spec, &self.registry, self.sink_arbiter.as_ref());
+        let (chain, recipient, queue) = spawn_chain(
+            spec,
+            &self.registry,
+            self.queue_max_bytes,
+            self.sink_arbiter.as_ref(),
+        );
         let name = queue.name().to_owned();
         let batch = Some(chain.correlator.clone().recipient());
         self.sinks.push(chain);

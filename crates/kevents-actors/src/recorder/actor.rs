@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::intake::IntakeRx;
 use super::item::Item;
 use crate::broadcaster::{Broadcaster, Publish};
+use crate::queue::IntakeBytes;
 use crate::registry::Registry;
 
 /// How many occurrences the recorder actor takes from the intake at once.
@@ -38,6 +39,8 @@ pub(crate) struct RecorderActor {
     close: Option<oneshot::Sender<()>>,
     drained: bool,
     waiters: Vec<oneshot::Sender<()>>,
+    /// The bounded intake's byte count, released as items are taken.
+    bytes: Option<Arc<IntakeBytes>>,
     registry: Arc<Registry>,
 }
 
@@ -46,6 +49,7 @@ impl RecorderActor {
         factory: EventFactory,
         broadcaster: Addr<Broadcaster>,
         rx: IntakeRx,
+        bytes: Option<Arc<IntakeBytes>>,
         registry: Arc<Registry>,
     ) -> Self {
         let (close_tx, close_rx) = oneshot::channel();
@@ -56,6 +60,7 @@ impl RecorderActor {
             close: Some(close_tx),
             drained: false,
             waiters: Vec::new(),
+            bytes,
             registry,
         }
     }
@@ -111,6 +116,9 @@ impl Actor for RecorderActor {
 
 impl StreamHandler<Vec<Item>> for RecorderActor {
     fn handle(&mut self, items: Vec<Item>, ctx: &mut Context<Self>) {
+        if let Some(b) = &self.bytes {
+            b.release(items.iter().map(Item::approx_bytes).sum());
+        }
         self.registry.intake.taken(items.len() as u64);
         ctx.wait(
             self.broadcaster

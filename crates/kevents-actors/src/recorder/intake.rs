@@ -15,6 +15,7 @@ use super::events_v1::V1Intake;
 use super::item::{Item, PackedCore};
 use super::outcome::{DropReason, Emit, RecordError};
 use crate::policy::IntakePolicy;
+use crate::queue::IntakeBytes;
 use crate::registry::Registry;
 use crate::telemetry::Refusal;
 
@@ -48,6 +49,8 @@ impl IntakeRx {
 /// The sending side every handle of one pipeline shares.
 pub(crate) struct Intake {
     tx: IntakeTx,
+    /// The byte bound of a bounded intake (`None` when unbounded).
+    bytes: Option<Arc<IntakeBytes>>,
     closed: AtomicBool,
     clock: SharedClock,
     registry: Arc<Registry>,
@@ -62,37 +65,44 @@ enum SendFailure {
 }
 
 impl Intake {
-    /// An intake with `policy`'s bound, and the receiving end for the Recorder actor.
+    /// An intake with `policy`'s bound (and, when bounded, `max_bytes`), and the receiving
+    /// end for the Recorder actor with the byte count it must release.
     pub(crate) fn channel(
         policy: IntakePolicy,
+        max_bytes: usize,
         clock: SharedClock,
         registry: Arc<Registry>,
         v1: V1Intake,
-    ) -> (Self, IntakeRx) {
-        let (tx, rx) = match policy {
+    ) -> (Self, IntakeRx, Option<Arc<IntakeBytes>>) {
+        let (tx, rx, bytes) = match policy {
             IntakePolicy::DropIfFull { capacity } => {
                 let (tx, rx) =
                     mpsc::channel(capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS));
-                (IntakeTx::Bounded(tx), IntakeRx::Bounded(rx))
+                let bytes = Arc::new(IntakeBytes::new(max_bytes));
+                (IntakeTx::Bounded(tx), IntakeRx::Bounded(rx), Some(bytes))
             }
             IntakePolicy::Unbounded => {
                 let (tx, rx) = mpsc::unbounded_channel();
-                (IntakeTx::Unbounded(tx), IntakeRx::Unbounded(rx))
+                (IntakeTx::Unbounded(tx), IntakeRx::Unbounded(rx), None)
             }
         };
         let intake = Intake {
             tx,
+            bytes: bytes.clone(),
             closed: AtomicBool::new(false),
             clock,
             registry,
             v1,
         };
-        (intake, rx)
+        (intake, rx, bytes)
     }
 
     /// Refuses every later call (they return [`RecordError::Shutdown`]).
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        if let Some(b) = &self.bytes {
+            b.wake_all();
+        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -194,13 +204,25 @@ impl Intake {
         Some(self.send(Item::Packed(self.clock.now(), packed)))
     }
 
-    /// Puts an item into the intake without waiting and counts the outcome.
+    /// Puts an item into the intake without waiting and counts the outcome. A bounded
+    /// intake is full when it holds `capacity` items or its byte bound.
     fn send(&self, item: Item) -> Result<Emit, RecordError> {
         let sent = match &self.tx {
-            IntakeTx::Bounded(tx) => tx.try_send(item).map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => SendFailure::Full,
-                mpsc::error::TrySendError::Closed(_) => SendFailure::Closed,
-            }),
+            IntakeTx::Bounded(tx) => {
+                let size = item.approx_bytes();
+                match &self.bytes {
+                    Some(b) if !b.reserve(size) => Err(SendFailure::Full),
+                    _ => tx.try_send(item).map_err(|e| {
+                        if let Some(b) = &self.bytes {
+                            b.release(size);
+                        }
+                        match e {
+                            mpsc::error::TrySendError::Full(_) => SendFailure::Full,
+                            mpsc::error::TrySendError::Closed(_) => SendFailure::Closed,
+                        }
+                    }),
+                }
+            }
             IntakeTx::Unbounded(tx) => tx.send(item).map_err(|_| SendFailure::Closed),
         };
         match sent {
@@ -216,10 +238,28 @@ impl Intake {
         }
     }
 
-    /// Puts an item into the intake, waiting for room, and counts the outcome.
+    /// Puts an item into the intake, waiting for room (a free slot and room in the byte
+    /// bound), and counts the outcome.
     async fn send_wait(&self, item: Item) -> Result<(), RecordError> {
         let sent = match &self.tx {
-            IntakeTx::Bounded(tx) => tx.send(item).await.is_ok(),
+            IntakeTx::Bounded(tx) => {
+                let size = item.approx_bytes();
+                let bytes = self.bytes.as_deref();
+                let room = match bytes {
+                    Some(b) => b.reserve_wait(size, || self.is_closed()).await,
+                    None => true,
+                };
+                if !room {
+                    false
+                } else if let Err(mpsc::error::SendError(_)) = tx.send(item).await {
+                    if let Some(b) = bytes {
+                        b.release(size);
+                    }
+                    false
+                } else {
+                    true
+                }
+            }
             IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
         };
         if sent {

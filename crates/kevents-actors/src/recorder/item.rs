@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kevents_core::{EventFactory, EventType, ObjectReference, Occurrence, Time};
+use kevents_core::{Event, EventFactory, EventType, ObjectMeta, ObjectReference, Occurrence, Time};
 
 use crate::message::Recorded;
 use crate::registry::Registry;
@@ -20,6 +20,59 @@ pub(crate) enum Item {
     Packed(Time, PackedCore),
     /// Built and validated at the call (boxed: keeps the intake's slots small).
     EventsV1(Box<kevents_core::events_v1::Event>),
+}
+
+fn reference_bytes(r: &ObjectReference) -> usize {
+    r.kind.len()
+        + r.namespace.len()
+        + r.name.len()
+        + r.uid.len()
+        + r.api_version.len()
+        + r.resource_version.len()
+        + r.field_path.len()
+}
+
+fn meta_bytes(m: &ObjectMeta) -> usize {
+    let map = |m: &std::collections::BTreeMap<String, String>| {
+        m.iter().map(|(k, v)| k.len() + v.len() + 64).sum::<usize>()
+    };
+    m.name.len() + m.namespace.len() + m.uid.len() + m.resource_version.len() + map(&m.annotations)
+}
+
+impl Item {
+    /// An estimate of the memory this occurrence holds once it is built into an event
+    /// (strings plus fixed struct sizes): what the intake's and the watcher queues' byte
+    /// bounds count. Deterministic: the intake adds and subtracts the same figure.
+    pub(crate) fn approx_bytes(&self) -> usize {
+        // The built event repeats the object's name and namespace in its metadata and
+        // carries the source, timestamps and counters: a core/v1 `Event`'s fixed size.
+        let built = std::mem::size_of::<Event>();
+        match self {
+            Item::Packed(_, p) => built + p.buf.len() + p.name_and_namespace_len(),
+            Item::Core(_, o) => {
+                built
+                    + 2 * reference_bytes(&o.object)
+                    + o.reason.len()
+                    + o.message.len()
+                    + o.annotations
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len() + 64)
+                        .sum::<usize>()
+            }
+            Item::EventsV1(e) => {
+                std::mem::size_of::<kevents_core::events_v1::Event>()
+                    + meta_bytes(&e.metadata)
+                    + reference_bytes(&e.regarding)
+                    + e.related.as_ref().map_or(0, reference_bytes)
+                    + e.reporting_controller.len()
+                    + e.reporting_instance.len()
+                    + e.action.len()
+                    + e.reason.len()
+                    + e.note.len()
+                    + e.type_.len()
+            }
+        }
+    }
 }
 
 /// The strings of a core/v1 call without annotations, in one buffer: the reference's
@@ -62,6 +115,11 @@ impl PackedCore {
             ends,
             event_type,
         })
+    }
+
+    /// Bytes of the object's namespace and name (fields 1 and 2).
+    fn name_and_namespace_len(&self) -> usize {
+        (self.ends[2] - self.ends[0]) as usize
     }
 
     /// The occurrence the general path would have queued.
