@@ -1,7 +1,7 @@
 //! Registers a user-defined watcher actor next to the built-in logging watcher and a sink
 //! chain writing to an in-memory apiserver.
 //!
-//! Run with `cargo run -p kevents-actors --example custom_watcher`.
+//! Run with `cargo run --example custom_watcher`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
