@@ -155,8 +155,8 @@ impl SinkError {
         matches!(self, SinkError::Status(s) if s.has_cause("NamespaceTerminating"))
     }
 
-    /// client-go's classification (reference B18): every status error is dropped, only
-    /// transport-level failures and unexpected objects are retried.
+    /// client-go's classification (`recordEvent` in `tools/record`): every status error is dropped,
+    /// only transport-level failures and unexpected objects are retried.
     pub fn client_go_disposition(&self) -> Disposition {
         match self {
             SinkError::Construction(_) => Disposition::Drop { quiet: false },
@@ -170,7 +170,7 @@ impl SinkError {
     }
 
     /// kevents' classification: like client-go, but the transient server answers 429, 500,
-    /// 502, 503 and 504 are retried too (client-go drops them, reference G3).
+    /// 502, 503 and 504 are retried too (client-go drops them without retry).
     ///
     /// ```
     /// use kevents_core::{Disposition, SinkError, Status};

@@ -193,7 +193,7 @@ impl PipelineBuilder {
     /// `series:<name>` that owns a bounded series cache, runs its heartbeat (30 min) and
     /// finish (6 min idle) timers, writes through `sink` with retries, and on
     /// [`Pipeline::shutdown`] writes the latest count of every open series. Its counters are
-    /// in [`StatsSnapshot::series`].
+    /// in [`StatsSnapshot::series`](crate::StatsSnapshot::series).
     pub fn series_sink(
         mut self,
         name: impl Into<String>,

@@ -2,7 +2,7 @@
 
 use crate::stats::StatsSnapshot;
 
-/// What [`Pipeline::shutdown`] achieved.
+/// What [`Pipeline::shutdown`](crate::Pipeline::shutdown) achieved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShutdownReport {
     /// Everything drained before the deadline.

@@ -26,7 +26,7 @@ pub struct FakeEvent {
 }
 
 impl FakeEvent {
-    /// client-go's `FakeRecorder` string: `"<type> <reason> <message>"` (reference A28).
+    /// client-go's `FakeRecorder` string: `"<type> <reason> <message>"` (`tools/record/fake.go`).
     ///
     /// ```
     /// use kevents_actors::FakeRecorder;

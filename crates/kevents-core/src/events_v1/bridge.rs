@@ -1,7 +1,7 @@
-//! Both Event APIs from one recorder (reference E11, E12): route an `events.k8s.io/v1` style
-//! call to the new API when the server serves it, else down to a core/v1 occurrence for the
-//! correlator path, as client-go's `EventBroadcasterAdapter` does; and record a core/v1 style
-//! call into the new API.
+//! Both Event APIs from one recorder: route an `events.k8s.io/v1` style call to the new API
+//! when the server serves it, else down to a core/v1 occurrence for the correlator path, as
+//! client-go's `NewEventBroadcasterAdapter` (`tools/events/event_broadcaster.go`) and
+//! `record.EventRecorderAdapter` do; and record a core/v1 style call into the new API.
 
 use super::make::{EventFactoryV1, OccurrenceV1};
 use super::model::{API_VERSION, Event};
@@ -32,7 +32,7 @@ pub fn events_v1_served<'a>(group_versions: impl IntoIterator<Item = &'a str>) -
 /// What happens to `action` and `related`, which core/v1 events of the recorder do not carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CoreFallback {
-    /// Silently dropped, as client-go's `EventRecorderAdapter` does (E12). The default.
+    /// Silently dropped, as client-go's `record.EventRecorderAdapter` does. The default.
     #[default]
     Drop,
     /// Kept in the annotations [`ACTION_ANNOTATION`] and [`RELATED_ANNOTATION`].
@@ -98,7 +98,7 @@ impl ApiBridge {
     }
 }
 
-/// client-go's `EventRecorderAdapter` (E12): `regarding` becomes the involved object, `note`
+/// client-go's `record.EventRecorderAdapter`: `regarding` becomes the involved object, `note`
 /// the message; `action` and `related` are dropped or kept in annotations.
 ///
 /// ```

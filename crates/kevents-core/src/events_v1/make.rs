@@ -1,5 +1,5 @@
 //! Recorder-side construction of an `events.k8s.io/v1` event (client-go `tools/events`
-//! `Eventf`, reference E2), with the server's rules checked before anything is built.
+//! `Eventf`), with the server's rules checked before anything is built.
 
 use std::collections::BTreeMap;
 
@@ -28,8 +28,9 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// `controller` with instance `<controller>-<hostname>` (client-go A19; an unknown
-    /// hostname gives `"<controller>-"`, as in client-go).
+    /// `controller` with instance `<controller>-<hostname>` (client-go's `NewRecorder` in
+    /// `tools/events/event_broadcaster.go`; an unknown hostname gives `"<controller>-"`, as in
+    /// client-go).
     pub fn new(controller: impl Into<String>) -> Self {
         let controller = controller.into();
         let instance = format!("{controller}-{}", hostname());
@@ -67,8 +68,9 @@ pub fn hostname() -> String {
 /// Where events about cluster-scoped objects (empty `regarding.namespace`) are placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClusterScopedNamespace {
-    /// `kube-system`: accepted by every apiserver version, including 1.20 which rejects
-    /// `default` (reference F4, G17). The kevents default.
+    /// `kube-system`: accepted by every apiserver version, including 1.20 whose event
+    /// validation (`pkg/apis/core/validation/events.go`) rejects `default` for an event with
+    /// `eventTime` about a cluster-scoped object. The kevents default.
     #[default]
     KubeSystem,
     /// `default`: what client-go does; rejected by a 1.20 apiserver.

@@ -1,5 +1,6 @@
 //! The `events.k8s.io/v1` `Event` as the apiserver sees it on the wire, the series patch, and
-//! the field mapping to and from the core/v1 `Event` (reference E13).
+//! the field mapping to and from the core/v1 `Event` (the apiserver's
+//! `pkg/apis/events/v1/conversion.go`).
 
 use std::borrow::Cow;
 
@@ -157,8 +158,9 @@ impl Default for Event {
     }
 }
 
-/// The strategic-merge patch client-go sends for a series (reference P8): the two-way diff
-/// between the event with `series = nil` and the event, i.e. only the `series` key.
+/// The strategic-merge patch client-go's `tools/events` `recordEvent` sends for a series: the
+/// two-way diff between the event with `series = nil` and the event, i.e. only the `series`
+/// key.
 ///
 /// ```
 /// use kevents_core::{events_v1::{series_patch, EventSeries}, Time};
@@ -180,7 +182,8 @@ pub fn series_patch(series: &EventSeries) -> Vec<u8> {
     .into_bytes()
 }
 
-/// core/v1 → `events.k8s.io/v1` with the apiserver's field mapping (reference E13):
+/// core/v1 → `events.k8s.io/v1` with the apiserver's field mapping
+/// (`pkg/apis/events/v1/conversion.go`):
 /// involvedObject → regarding, message → note, source → deprecatedSource,
 /// firstTimestamp/lastTimestamp/count → deprecated*, reportingComponent →
 /// reportingController; the other fields are shared.

@@ -1,5 +1,5 @@
-//! client-go's `events.GetFieldSelector` (1.22, reference D22): the field selector that lists or
-//! watches the events about one object, for whichever events API the caller talks to.
+//! client-go's `events.GetFieldSelector` (`tools/events`, 1.22): the field selector that lists
+//! or watches the events about one object, for whichever events API the caller talks to.
 
 use thiserror::Error;
 

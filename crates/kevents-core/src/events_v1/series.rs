@@ -1,8 +1,10 @@
-//! Event series as client-go 1.27+ `tools/events` builds them (reference E3-E9), as a pure,
-//! bounded state machine: the caller passes the time in and performs the writes it returns.
+//! Event series as client-go 1.27+ `tools/events` builds them (`recordToSink`,
+//! `refreshExistingEventSeries`, `finishSeries`), as a pure, bounded state machine: the caller
+//! passes the time in and performs the writes it returns.
 //!
 //! * first occurrence of an isomorphic event → [`Write::Create`];
-//! * second → [`Write::Patch`] starting the series with `count: 2` (patch body as P8);
+//! * second → [`Write::Patch`] starting the series with `count: 2` (body
+//!   `{"series":{"count":2,"lastObservedTime":...}}`, as client-go's);
 //! * later repeats → counted in memory, nothing written;
 //! * [`SeriesCache::tick`]: a heartbeat PATCH for every open series whose last write is
 //!   30 min old, a final PATCH for every series idle for more than 6 min (then forgotten),
@@ -22,9 +24,11 @@ use crate::reference::ObjectReference;
 use crate::status::{Disposition, SinkError};
 use crate::time::Time;
 
-/// client-go's `refreshTime`: heartbeat period of an open series (A18).
+/// client-go's `refreshTime`: heartbeat period of an open series
+/// (`tools/events/event_broadcaster.go`).
 pub const HEARTBEAT: Duration = Duration::from_secs(30 * 60);
-/// client-go's `finishTime`: idle time after which a series is finished (A17).
+/// client-go's `finishTime`: idle time after which a series is finished
+/// (`tools/events/event_broadcaster.go`).
 pub const FINISH_AFTER: Duration = Duration::from_secs(6 * 60);
 /// Default cap on tracked entries (singletons plus series).
 pub const DEFAULT_MAX_ENTRIES: usize = 16_384;
@@ -91,7 +95,8 @@ impl WriteReason {
         }
     }
 
-    /// Whether client-go makes a single attempt for this write (heartbeat and finish, E6/E7):
+    /// Whether client-go makes a single attempt for this write (heartbeat and finish,
+    /// `refreshExistingEventSeries` and `finishSeries`):
     /// a failure is not retried with back-off; the cache schedules it again instead.
     ///
     /// ```
@@ -115,7 +120,8 @@ pub enum Write {
         /// Why.
         reason: WriteReason,
     },
-    /// `PATCH .../events/{event.name}` with the strategic-merge `patch` (P8).
+    /// `PATCH .../events/{event.name}` with the strategic-merge `patch` client-go's
+    /// `recordEvent` sends for a series.
     Patch {
         /// The full event with its current series (sent in full if the PATCH finds nothing).
         event: Event,
@@ -163,8 +169,8 @@ impl Write {
         matches!(self, Write::Create { .. })
     }
 
-    /// The CREATE client-go sends when a series PATCH answered 404 (E5): the full event with
-    /// its series and an empty resourceVersion, same name.
+    /// The CREATE client-go sends when a series PATCH answered 404 (`tools/events`
+    /// `recordEvent`): the full event with its series and an empty resourceVersion, same name.
     ///
     /// ```
     /// use kevents_core::events_v1::{Event, EventSeries, Write, WriteReason};
@@ -234,8 +240,8 @@ pub enum Step {
     },
 }
 
-/// Classifies one request's result, without any cache (E5 plus kevents' retry of 429/5xx,
-/// [`SinkError::disposition`]).
+/// Classifies one request's result, without any cache (client-go's `tools/events`
+/// `recordEvent` plus kevents' retry of 429/5xx, [`SinkError::disposition`]).
 ///
 /// ```
 /// use kevents_core::events_v1::{classify, Event, Step, Write, WriteReason};
@@ -290,10 +296,10 @@ pub struct SeriesStats {
     pub open_series: usize,
 }
 
-/// The isomorphism key (E3, 1.27+): action, reason, reportingController,
-/// reportingInstance, type, the whole regarding reference, the related reference (`None`
-/// equals an empty one), and the note when `note_in_identity` is on. The key owns the first
-/// occurrence's event, which is what every later write sends.
+/// The isomorphism key of client-go 1.27+'s series cache: action, reason, reportingController,
+/// reportingInstance, type, the whole regarding reference, the related reference (`None` equals an
+/// empty one), and the note when `note_in_identity` is on. The key owns the first occurrence's
+/// event, which is what every later write sends.
 #[derive(Debug, Clone)]
 struct IsoKey {
     event: Event,
@@ -473,7 +479,8 @@ impl SeriesCache {
             .map(|e| EventSeries::new(e.count, e.last_observed))
     }
 
-    /// Records one occurrence at `now` (client-go's cache step, E4): CREATE for a new
+    /// Records one occurrence at `now` (client-go's cache step in
+    /// `recordToSink`, `tools/events/event_broadcaster.go`): CREATE for a new
     /// event, PATCH with count 2 for the second occurrence, nothing for later ones (the count
     /// grows in memory). When the cache is full, one entry is evicted first (see the module
     /// docs); an evicted series' final PATCH is returned in [`Observed::evicted`].
@@ -575,7 +582,7 @@ impl SeriesCache {
         out
     }
 
-    /// client-go's `finishSeries` (E7) at `now`: every series whose last occurrence is
+    /// client-go's `finishSeries` at `now`: every series whose last occurrence is
     /// strictly older than `now - finish_after` gets its final PATCH (with the cached
     /// `lastObservedTime`; skipped when the server already has this count) and is removed;
     /// every such singleton is removed without a write.
@@ -606,7 +613,7 @@ impl SeriesCache {
         out
     }
 
-    /// client-go's `refreshExistingEventSeries` (E6): a heartbeat PATCH for every open
+    /// client-go's `refreshExistingEventSeries`: a heartbeat PATCH for every open
     /// series now, whether due or not. Entries stay.
     pub fn heartbeat_all(&mut self, now: Time) -> Vec<Write> {
         let mut out = Vec::with_capacity(self.series.len());

@@ -84,8 +84,8 @@ pub struct V1WriteOutcome {
     pub step: Step,
 }
 
-/// One client-go `recordEvent` attempt (E5): the write, and if a PATCH answered 404 the
-/// CREATE of the full event with its series in the same attempt. No retries and no sleeping:
+/// One attempt of client-go's `tools/events` `recordEvent`: the write, and if a PATCH answered 404
+/// the CREATE of the full event with its series in the same attempt. No retries and no sleeping:
 /// the caller retries on [`Step::Retry`] with its own back-off.
 ///
 /// ```

@@ -1,5 +1,6 @@
-//! The apiserver's rules for `events.k8s.io/v1` events (reference F2, F4, F6, F7), checked on
-//! the client so that nothing the server would reject is ever sent, and used by
+//! The apiserver's rules for `events.k8s.io/v1` events (`ValidateEventCreate` and
+//! `ValidateEventUpdate` in `pkg/apis/core/validation/events.go`, plus the generic object-metadata
+//! rules), checked on the client so that nothing the server would reject is ever sent, and used by
 //! `kevents_sim::MemoryApiServer` to reject what a real server rejects.
 
 use thiserror::Error;
@@ -150,7 +151,8 @@ fn floor_char_boundary(s: &str, max: usize) -> usize {
         .unwrap_or(0)
 }
 
-/// Which namespaces the server accepts for events about cluster-scoped objects (F4).
+/// Which namespaces the server accepts for events about cluster-scoped objects
+/// (`pkg/apis/core/validation/events.go`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClusterScopedRule {
     /// `default` or `kube-system` (kubernetes PR #100125, current servers). The default.
@@ -175,8 +177,9 @@ impl ClusterScopedRule {
     }
 }
 
-/// Checks everything a current apiserver checks on an `events.k8s.io/v1` create (F2, F4, F5,
-/// F6), in that order, and returns the first violation. Lengths are UTF-8 byte counts.
+/// Checks everything a current apiserver checks on an `events.k8s.io/v1` create (the generic
+/// object-metadata rules and `ValidateEventCreate` in `pkg/apis/core/validation/events.go`)
+/// and returns the first violation. Lengths are UTF-8 byte counts.
 ///
 /// ```
 /// use kevents_core::events_v1::{validate_create, ClusterScopedRule, Event, InvalidEventV1};
@@ -268,8 +271,9 @@ fn validate_series(s: &super::model::EventSeries) -> Result<(), InvalidEventV1> 
     Ok(())
 }
 
-/// Checks an update (PATCH result) the way a current apiserver does (F7, as fixed by
-/// kubernetes PR #108047): the series is validated if it changed, and every other field
+/// Checks an update (PATCH result) the way a current apiserver does
+/// (`ValidateEventUpdate` in `pkg/apis/core/validation/events.go`, as fixed by kubernetes
+/// PR #108047): the series is validated if it changed, and every other field
 /// except metadata is immutable.
 ///
 /// ```

@@ -337,7 +337,8 @@ pub async fn forbidden_token_is_dropped(t: &Target) -> Outcome {
     Ok(())
 }
 
-/// A deleted event is re-created by the next repeat with the accumulated count (C6).
+/// A deleted event is re-created by the next repeat with the accumulated count (client-go's
+/// `recordEvent` follows a PATCH answered 404 with a CREATE).
 pub async fn recreate_after_not_found(t: &Target) -> Outcome {
     let at = start_time();
     let mut e = event_for(pod(&unique("recreate")), "BackOff", "m", at)?;

@@ -137,7 +137,8 @@ pub async fn v1_create_stores_fields(t: &Target) -> Outcome {
     Ok(())
 }
 
-/// A series PATCH with the P8 body sets the series (count, lastObservedTime) and nothing else.
+/// A series PATCH with client-go's body (`{"series":{"count":..,"lastObservedTime":..}}`) sets
+/// the series (count, lastObservedTime) and nothing else.
 pub async fn v1_series_patch(t: &Target) -> Outcome {
     let e = event(pod(&unique("v1-series")), "Restart", "crash")?;
     let created = t
@@ -220,22 +221,24 @@ pub async fn v1_duplicate_create_already_exists(t: &Target) -> Outcome {
     expect_status(r, 409, "AlreadyExists")
 }
 
-/// Strict validation (F6): an empty action is refused with 422 Invalid.
+/// Strict validation (`ValidateEventCreate`, `pkg/apis/core/validation/events.go`): an empty action
+/// is refused with 422 Invalid.
 pub async fn v1_missing_action_is_invalid(t: &Target) -> Outcome {
     let mut e = event(pod(&unique("v1-noaction")), "Restart", "crash")?;
     e.action.clear();
     expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
 }
 
-/// Strict validation (F4): a note over 1024 bytes is refused with 422 Invalid.
+/// Strict validation (`pkg/apis/core/validation/events.go`): a note over 1024 bytes is refused with
+/// 422 Invalid.
 pub async fn v1_long_note_is_invalid(t: &Target) -> Outcome {
     let mut e = event(pod(&unique("v1-longnote")), "Restart", "crash")?;
     e.note = "n".repeat(1025);
     expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
 }
 
-/// F4 on a 1.20 apiserver: an event about a cluster-scoped object must be in `kube-system`;
-/// in `default` it is refused with 422 Invalid.
+/// The event validation of a 1.20 apiserver (`pkg/apis/core/validation/events.go`): an event about
+/// a cluster-scoped object must be in `kube-system`; in `default` it is refused with 422 Invalid.
 pub async fn v1_cluster_scoped_needs_kube_system(t: &Target) -> Outcome {
     let node = ObjectReference::new("v1", "Node", "", unique("v1-node"));
     let mut e = event(node, "Reboot", "rebooted")?;
@@ -253,8 +256,9 @@ pub async fn v1_cluster_scoped_needs_kube_system(t: &Target) -> Outcome {
     expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
 }
 
-/// F7 on a 1.20 apiserver: the update validation compares the new object with itself, so a
-/// series PATCH is not validated (count 1 is stored).
+/// On a 1.20 apiserver the update validation (`ValidateUpdate` in
+/// `pkg/registry/core/event/strategy.go`) compares the new object with itself, so a series PATCH is
+/// not validated (count 1 is stored).
 pub async fn v1_series_patch_not_validated_on_1_20(t: &Target) -> Outcome {
     let e = event(pod(&unique("v1-count1")), "Restart", "crash")?;
     t.admin

@@ -1,7 +1,7 @@
 //! Cache keys.
 //!
 //! client-go joins key fields with no separator, so distinct field tuples can collide
-//! (`"Fail" + "ed x"` equals `"Failed" + " x"`, reference G15). A [`KeyBuilder`] prefixes every
+//! (`"Fail" + "ed x"` equals `"Failed" + " x"`). A [`KeyBuilder`] prefixes every
 //! field with its length instead, which makes keys unambiguous while keeping exactly
 //! client-go's choice and order of fields: on every input where client-go's keys do not
 //! collide, the decisions are the same.
@@ -55,9 +55,9 @@ impl KeyBuilder {
     }
 }
 
-/// The "full" event key (client-go `getEventKey`, reference B12): source component and host,
-/// involved object kind, namespace, name, fieldPath, uid and apiVersion, type, reason and
-/// message. Used by the observer cache and by `update_state`.
+/// The "full" event key (client-go `getEventKey` in `tools/record/events_cache.go`): source
+/// component and host, involved object kind, namespace, name, fieldPath, uid and apiVersion, type,
+/// reason and message. Used by the observer cache and by `update_state`.
 pub fn event_key(e: &Event, kb: &mut KeyBuilder) {
     let o = &e.involved_object;
     kb.push(&e.source.component)
@@ -73,7 +73,8 @@ pub fn event_key(e: &Event, kb: &mut KeyBuilder) {
         .push(&e.message);
 }
 
-/// The default aggregation key function (client-go `EventAggregatorByReasonFunc`, B13):
+/// The default aggregation key function (client-go `EventAggregatorByReasonFunc` in
+/// `tools/record/events_cache.go`):
 /// the aggregate key is source, object kind/namespace/name/uid/apiVersion (no fieldPath),
 /// type, reason, reportingController and reportingInstance; the local key is the message.
 pub fn aggregate_by_reason(e: &Event, aggregate: &mut KeyBuilder, local: &mut KeyBuilder) {
@@ -111,9 +112,9 @@ pub fn aggregate_message(e: &Event) -> String {
 /// The prefix of aggregated messages.
 pub const AGGREGATE_PREFIX: &str = "(combined from similar events): ";
 
-/// The default spam key (client-go 1.20 `getSpamKey`, B14): source component and host,
-/// involved object kind, namespace, name, uid and apiVersion. Every event about one object
-/// from one source shares one token bucket.
+/// The default spam key (client-go 1.20 `getSpamKey` in `tools/record/events_cache.go`): source
+/// component and host, involved object kind, namespace, name, uid and apiVersion. Every event about
+/// one object from one source shares one token bucket.
 pub fn spam_key(e: &Event, kb: &mut KeyBuilder) {
     let o = &e.involved_object;
     kb.push(&e.source.component)

@@ -1,7 +1,8 @@
 //! client-go's `EventCorrelator`: decides, for every occurrence, whether the apiserver gets a
 //! CREATE, a PATCH (and with which body), or nothing.
 //!
-//! Three stages run in client-go's order on every occurrence (reference B15):
+//! Three stages run in client-go's order on every occurrence (client-go
+//! `EventCorrelator.EventCorrelate` in `tools/record/events_cache.go`):
 //!
 //! 1. **aggregate**: similar events (same object and reason, different messages) are
 //!    counted per aggregate key; once `max_events` distinct messages were seen without a gap
@@ -417,7 +418,8 @@ impl Correlator {
     }
 }
 
-/// The observer's patch body (reference C1/C2): the two-way strategic merge diff between the
+/// The observer's patch body (client-go `eventLogger.eventObserve` in
+/// `tools/record/events_cache.go`): the two-way strategic merge diff between the
 /// event with `count = 0`, `lastTimestamp = 1970-01-01T00:00:00Z`, `message = ""` and the event
 /// itself, so it holds exactly the keys among `count`, `lastTimestamp` and `message` whose
 /// JSON differs, sorted, as Go's encoder writes them.

@@ -31,8 +31,8 @@ pub mod defaults {
 
 /// Which member of the set of similar messages is removed once aggregation triggers.
 ///
-/// client-go removes an arbitrary member (Go map order, so a repeated message may or may not
-/// be aggregated: reference C8/P5). kevents is deterministic.
+/// client-go removes an arbitrary member (`PopAny`, in Go map iteration order, so whether a
+/// repeated message is aggregated is random). kevents is deterministic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AggregatePop {
     /// Remove the message that was added to the set first (the default). The set then holds
