@@ -174,10 +174,11 @@ impl EventSink for MemoryApiServer {
 }
 
 /// `events.k8s.io/v1`: the same store seen through the other API, as on a real apiserver
-/// (both APIs share one storage, reference A23/E13). Creates get the strict validation of a
-/// current server (F2, F4, F5, F6: 422 Invalid); patches are strategic merges (maps merged
-/// recursively, `null` deletes) validated as updates (F7, series count at least 2); a patch
-/// of a missing event is a 404.
+/// (both APIs share one storage: an event created through one is read through the other).
+/// Creates get the strict validation of a current server (the apiserver's
+/// `ValidateEventCreate`: 422 Invalid); patches are strategic merges (maps merged
+/// recursively, `null` deletes) validated as updates (`ValidateEventUpdate`, series count at
+/// least 2); a patch of a missing event is a 404.
 impl MemoryApiServer {
     /// Creates an `events.k8s.io/v1` event, as `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
     ///
