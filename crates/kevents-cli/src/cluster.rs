@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,8 @@ use crate::demo::sanitize;
 
 /// How long each request of the reachability probe may take (connect included).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `kubectl create namespace` may run.
+pub const KUBECTL_LIMIT: Duration = Duration::from_secs(20);
 
 /// What went wrong, as the exit code tells it (see `docs/demo.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,32 +238,67 @@ impl KubeTarget {
     }
 
     /// Makes sure `namespace` exists, with `kubectl create namespace` (an existing one is
-    /// fine), waiting at most 10 s for the server. Never fails: without `kubectl`, or when it
-    /// fails (no right to create namespaces, ...), a note says so and the probe
-    /// ([`probe_events`]) finds out whether the namespace can be written.
+    /// fine), each request bounded by 10 s and kubectl itself by [`KUBECTL_LIMIT`]. Never
+    /// fails: without `kubectl`, or when it fails (no right to create namespaces, ...), a
+    /// note says so and the probe ([`probe_events`]) finds out whether the namespace can be
+    /// written.
     pub fn ensure_namespace(&self, namespace: &str) {
         let mut cmd = Command::new("kubectl");
         cmd.arg("--kubeconfig").arg(&self.kubeconfig);
         if let Some(c) = &self.context {
             cmd.arg("--context").arg(c);
         }
-        cmd.args(["--request-timeout=10s", "create", "namespace", namespace]);
-        match cmd.output() {
-            Ok(out) if out.status.success() => eprintln!("created namespace {namespace}"),
-            Ok(out) => {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                if !(stderr.contains("AlreadyExists") || stderr.contains("already exists")) {
-                    let why: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-                    eprintln!(
-                        "note: kubectl create namespace {namespace} failed: {}",
-                        sanitize::truncate(one_line(why.join("; ").trim()), 300)
-                    );
+        cmd.args(["--request-timeout=10s", "create", "namespace", namespace])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("note: kubectl not found; namespace {namespace} must already exist");
+                return;
+            }
+            Err(e) => {
+                eprintln!("note: cannot run kubectl: {}", one_line(&e.to_string()));
+                return;
+            }
+        };
+        let reader = child.stderr.take().map(|mut err| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = std::io::Read::read_to_string(&mut err, &mut s);
+                s
+            })
+        });
+        let started = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if started.elapsed() < KUBECTL_LIMIT => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok(None) | Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                eprintln!("note: kubectl not found; namespace {namespace} must already exist")
+        };
+        let stderr = reader.and_then(|r| r.join().ok()).unwrap_or_default();
+        match status {
+            Some(s) if s.success() => eprintln!("created namespace {namespace}"),
+            Some(_) if stderr.contains("AlreadyExists") || stderr.contains("already exists") => {}
+            Some(_) => {
+                let why: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+                eprintln!(
+                    "note: kubectl create namespace {namespace} failed: {}",
+                    sanitize::truncate(one_line(why.join("; ").trim()), 300)
+                );
             }
-            Err(e) => eprintln!("note: cannot run kubectl: {}", one_line(&e.to_string())),
+            None => eprintln!(
+                "note: kubectl create namespace {namespace} did not finish within {}; stopped",
+                secs(KUBECTL_LIMIT)
+            ),
         }
     }
 }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -139,7 +139,7 @@ fn kubeconfig(server: &str) -> PathBuf {
     kubeconfig_with_user(server, &format!("    token: {TOKEN}"))
 }
 
-fn path_str(p: &PathBuf) -> &str {
+fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
 
