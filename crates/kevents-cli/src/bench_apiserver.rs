@@ -2,18 +2,22 @@
 //! [`HttpSink`] to an apiserver, as in `docs/benchmarks.md` figure 5.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
+use kevents_actors::{Emit, IntakePolicy, Pipeline, RetryPolicy, SinkOptions, WatcherPolicy};
 use kevents_core::{EventSource, EventType};
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_sim::workload::Workload;
 use kevents_sim::{SimConfig, Simulator};
 use serde_json::json;
 
-use crate::cluster::{KubeTarget, Totals, wait_idle};
+use crate::cluster::{
+    self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink,
+    validate_namespace, wait_idle,
+};
 
 /// Options of `kevents bench apiserver`.
 #[derive(Args, Debug, Clone)]
@@ -39,42 +43,43 @@ pub struct ApiserverArgs {
     pub keep_existing: bool,
 }
 
-/// Runs the benchmark and prints one JSON object per run.
+/// Runs the benchmark and prints one JSON object per run. The namespace is checked and the
+/// apiserver probed first (reachable, credentials accepted, events listable and creatable),
+/// so a dead or refusing apiserver fails within seconds with the exit code of
+/// [`FailureKind`](crate::cluster::FailureKind).
 pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
-    actix::System::new().block_on(async move {
+    cluster::finish(actix::System::new().block_on(async move {
+        validate_namespace(&args.namespace)?;
         let sim;
-        let (sink, server) = match &args.kubeconfig {
+        let (config, server) = match &args.kubeconfig {
             Some(path) => {
                 let t = KubeTarget {
                     kubeconfig: path.clone(),
                     context: args.context.clone(),
                 };
-                t.ensure_namespace(&args.namespace)?;
-                let sink = t.sink().await?;
-                let version = sink
-                    .server_version()
-                    .await
-                    .map(|v| v.git_version)
-                    .unwrap_or_else(|e| format!("unknown ({e})"));
-                (sink, format!("kube-apiserver {version}"))
+                let config = t.config().await?;
+                let version = cluster::probe_server(&config).await?;
+                t.ensure_namespace(&args.namespace);
+                cluster::probe_events(&config, &args.namespace).await?;
+                (config, format!("kube-apiserver {}", version.git_version))
             }
             None => {
                 sim = Simulator::start(SimConfig::default())
                     .await
                     .context("starting the simulator")?;
-                let sink = HttpSink::new(
+                let config =
                     HttpConfig::from_kubeconfig_yaml(&sim.kubeconfig(None, &args.namespace), None)
-                        .await?,
-                )?;
-                (sink, "simulator".to_owned())
+                        .await?;
+                (config, "simulator".to_owned())
             }
         };
+        let sink = HttpSink::new(config).map_err(|e| Failure::new(FailureKind::Config, e))?;
         for _ in 0..args.runs {
             let result = run_once(&sink, &server, &args).await?;
             println!("{result}");
         }
         Ok(())
-    })
+    }))
 }
 
 /// Deletes every event of `namespace`; returns how many.
@@ -108,12 +113,13 @@ async fn run_once(
             o
         })
         .collect();
+    let health = Arc::new(Health::default());
     let pipeline = Pipeline::builder(EventSource::new("bench", "node"))
         // The whole burst fits: nothing is lost, everything is counted if it were.
         .intake(IntakePolicy::DropIfFull { capacity: w.n })
         .sink(
             "apiserver",
-            sink.clone(),
+            WatchedSink::new(sink.clone(), Arc::clone(&health)),
             SinkOptions {
                 max_in_flight: args.max_in_flight,
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
@@ -132,11 +138,31 @@ async fn run_once(
         }
     }
     let emit_secs = start.elapsed().as_secs_f64();
-    let idle = wait_idle(&[&pipeline], Duration::from_secs(300), |_| {}).await;
+    // Writes in trouble (errors, requests unanswered for 2 s) are explained on standard
+    // error every few seconds.
+    let retry = RetryPolicy::default();
+    let mut notes = WaitNotes::new(
+        Duration::from_secs(3),
+        retry.sleep,
+        retry.max_attempts,
+        false,
+    );
+    let idle = wait_idle(&[&pipeline], Duration::from_secs(300), |s| {
+        let h = health.report();
+        if h.failing(Duration::from_secs(2)) {
+            notes.note(std::slice::from_ref(s), &h);
+        }
+    })
+    .await;
     let seconds = start.elapsed().as_secs_f64();
     let report = pipeline.shutdown(Duration::from_secs(30)).await;
     let t = Totals::of([&report.stats]);
-    let stored = sink.list_events(&args.namespace).await?;
+    let stored = sink.list_events(&args.namespace).await.map_err(|e| {
+        Failure::new(
+            FailureKind::ReadBack,
+            format!("reading the events back failed: {}", cluster::describe(&e)),
+        )
+    })?;
     let sum_count: i64 = stored.iter().map(|e| i64::from(e.count)).sum();
     let requests = t.requests();
     let lost = report.stats.dropped_total() - t.spam_filtered;

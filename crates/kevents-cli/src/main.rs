@@ -64,7 +64,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kevents: {e:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(cluster::exit_code(&e))
         }
     }
 }

@@ -3,12 +3,19 @@
 //! One pipeline (recorder -> broadcaster -> correlator -> sink actor) per component, as in a
 //! cluster where the kubelet and each controller record their own events; all of them write
 //! through an [`HttpSink`] to the embedded apiserver simulator (default) or to a real cluster
-//! (`--kubeconfig`). The story ([`scenario::story`]) runs on a virtual clock: 30 simulated
-//! minutes take a few seconds and the timestamps end at "now". After each instant of the
-//! story the demo waits until every pipeline is idle, so the result does not depend on
-//! scheduling. It ends with the events read back from the server, as `kubectl get events`
-//! would show them, and the pipelines' counters.
+//! (`--kubeconfig`). Before anything is recorded, the namespace is checked and the apiserver
+//! probed (reachable, credentials accepted, events listable and creatable), so a dead or
+//! refusing cluster is reported within seconds. The story ([`scenario::story`]) runs on a
+//! virtual clock: 30 simulated minutes take a few seconds and the timestamps end at "now".
+//! After each instant of the story the demo waits until every pipeline is idle, so the result
+//! does not depend on scheduling, unless the writes are in trouble (errors, or requests
+//! without an answer): then it only waits for the correlators, says on standard error why
+//! writes are waiting, and moves on. It ends with the events read back from the server, as
+//! `kubectl get events` would show them (every server string escaped), and the pipelines'
+//! counters, which are printed whatever happened. The exit code says how it went
+//! ([`FailureKind`]).
 
+pub mod sanitize;
 pub mod scenario;
 pub mod table;
 
@@ -19,14 +26,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use kevents_actors::{Emit, Pipeline, RecordError, SinkOptions};
+use kevents_actors::{Pipeline, RetryPolicy, ShutdownReport, SinkOptions, StatsSnapshot};
 use kevents_core::{
-    Clock as _, CorrelatorOptions, EventSource, SharedClock, SystemClock, Time, VirtualClock,
+    Clock as _, CorrelatorOptions, Event, EventSink, EventSource, SharedClock, SystemClock, Time,
+    VirtualClock,
 };
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_sim::{SimConfig, SimHandle, Simulator};
 
-use crate::cluster::{KubeTarget, Totals, wait_idle};
+use crate::cluster::{
+    self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink, is_idle,
+    one_line,
+};
+use scenario::Step;
 
 /// Options of `kevents demo`.
 #[derive(Args, Debug, Clone)]
@@ -49,51 +61,77 @@ pub struct DemoArgs {
     pub width: usize,
 }
 
+/// Longest wait at one instant of the story while the writes are healthy.
+const STEP_WAIT: Duration = Duration::from_secs(30);
+/// A request without an answer for this long means the writes are in trouble.
+const SLOW_REQUEST: Duration = Duration::from_secs(2);
+/// A wait longer than this is explained on standard error.
+const EXPLAIN_AFTER: Duration = Duration::from_secs(2);
+/// At most one "writes waiting" note this often.
+const NOTE_EVERY: Duration = Duration::from_secs(3);
+/// Longest wait for the last writes after the story.
+const DRAIN_WAIT: Duration = Duration::from_secs(30);
+/// The wait for the last writes ends early when they are failing and none succeeded for
+/// this long.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
+/// Shutdown deadline when writes are still pending (they are then abandoned, and counted).
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+/// Longest read-back of the events (every page).
+const READ_BACK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Refused occurrences reported one by one; the rest are counted.
+const REFUSALS_SHOWN: u64 = 3;
+
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    actix::System::new().block_on(run_async(args))
+    cluster::finish(actix::System::new().block_on(run_async(args)))
 }
 
 /// The apiserver the demo writes to.
 enum Target {
     Sim(SimHandle),
-    Cluster(KubeTarget),
+    Cluster,
 }
 
 async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
-    let (target, namespace) = match &args.kubeconfig {
+    let namespace = args.namespace.clone().unwrap_or_else(|| {
+        if args.kubeconfig.is_some() {
+            "kevents-demo".into()
+        } else {
+            "demo".into()
+        }
+    });
+    cluster::validate_namespace(&namespace)?;
+    let (target, config, server, version) = match &args.kubeconfig {
         Some(path) => {
             let t = KubeTarget {
                 kubeconfig: path.clone(),
                 context: args.context.clone(),
             };
-            let ns = args
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "kevents-demo".into());
-            t.ensure_namespace(&ns)?;
-            (Target::Cluster(t), ns)
+            let config = t.config().await?;
+            let version = cluster::probe_server(&config).await?;
+            t.ensure_namespace(&namespace);
+            cluster::probe_events(&config, &namespace).await?;
+            let server = format!("{} (kubeconfig)", config.cluster_url);
+            let version = format!(
+                ", kube-apiserver {}",
+                sanitize::cell(&version.git_version, 40)
+            );
+            (Target::Cluster, config, server, version)
         }
         None => {
             let sim = Simulator::start(SimConfig::default())
                 .await
                 .context("starting the embedded apiserver simulator")?;
-            (
-                Target::Sim(sim),
-                args.namespace.clone().unwrap_or_else(|| "demo".into()),
-            )
+            let config =
+                HttpConfig::from_kubeconfig_yaml(&sim.kubeconfig(None, &namespace), None).await?;
+            cluster::probe_server(&config).await?;
+            cluster::probe_events(&config, &namespace).await?;
+            let server = format!("the embedded apiserver simulator at {}", sim.url());
+            (Target::Sim(sim), config, server, String::new())
         }
     };
-    let sink = match &target {
-        Target::Sim(sim) => HttpSink::new(
-            HttpConfig::from_kubeconfig_yaml(&sim.kubeconfig(None, &namespace), None).await?,
-        )?,
-        Target::Cluster(t) => t.sink().await?,
-    };
-    let where_ = match &target {
-        Target::Sim(sim) => format!("the embedded apiserver simulator at {}", sim.url()),
-        Target::Cluster(_) => format!("{} (kubeconfig)", sink.base_url()),
-    };
+    let where_ = one_line(&server);
+    let sink = HttpSink::new(config).map_err(|e| Failure::new(FailureKind::Config, e))?;
 
     let story = scenario::story(&namespace);
     let span = scenario::STORY_SECS;
@@ -102,127 +140,56 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     let clock = VirtualClock::new(start);
 
     println!(
-        "kevents demo: {} occurrences from {} components over {} simulated minutes, namespace {namespace:?}, written to {where_}",
+        "kevents demo: {} occurrences from {} components over {} simulated minutes, namespace {namespace:?}, written to {where_}{version}",
         story.len(),
         scenario::COMPONENTS.len(),
         span / 60
     );
-    let pipelines: Vec<Pipeline> = scenario::COMPONENTS
-        .iter()
-        .map(|component| {
-            let host = if *component == "kubelet" {
-                "node-1"
-            } else {
-                ""
-            };
-            let shared: SharedClock = Arc::new(clock.clone());
-            Pipeline::builder(EventSource::new(*component, host))
-                .clock(Arc::clone(&shared))
-                .sink(
-                    "apiserver",
-                    sink.clone(),
-                    SinkOptions {
-                        // The spam filter's refill and aggregate events' timestamps follow
-                        // the story's clock too.
-                        correlator: CorrelatorOptions {
-                            clock: Some(shared),
-                            ..CorrelatorOptions::default()
-                        },
-                        ..SinkOptions::default()
-                    },
-                )
-                .start()
-        })
-        .collect();
-    let recorders: Vec<_> = pipelines.iter().map(Pipeline::recorder).collect();
-    let refs: Vec<&Pipeline> = pipelines.iter().collect();
+    let health = Arc::new(Health::default());
+    let played = play(
+        &story,
+        &WatchedSink::new(sink.clone(), Arc::clone(&health)),
+        &health,
+        &clock,
+        Duration::from_millis(args.pace_ms),
+        std::io::stderr().is_terminal(),
+    )
+    .await;
+    let totals = played.totals();
 
-    let tty = std::io::stderr().is_terminal();
-    let wall = Instant::now();
-    let mut emitted = 0u64;
-    let mut refused_by_caller = 0u64;
-    let mut minute = 0u64;
-    let mut stalled = false;
-    // Steps of the same second are 1 ms apart: event names are `<object>.<unix nanos>`, so
-    // two events about one object at the very same instant would collide (client-go's too).
-    let mut same_second = (u64::MAX, 0i64);
-    for step in &story {
-        same_second = if same_second.0 == step.at_secs {
-            (step.at_secs, same_second.1 + 1)
-        } else {
-            (step.at_secs, 0)
-        };
-        let t = Time::from_unix_nanos(
-            start.unix_nanos() + step.at_secs as i64 * 1_000_000_000 + same_second.1 * 1_000_000,
-        );
-        if t != clock.now() {
-            // Everything of the previous instant is written before time moves on.
-            stalled |= !wait_idle(&refs, Duration::from_secs(30), |_| {}).await;
-            while (minute + 1) * 60 <= step.at_secs {
-                minute += 1;
-                if args.pace_ms > 0 {
-                    actix_rt::time::sleep(Duration::from_millis(args.pace_ms)).await;
-                }
-                progress(tty, minute, span, emitted, &pipelines);
-            }
-            clock.set(t);
-        }
-        emitted += 1;
-        match recorders[step.component].event(
-            &step.object,
-            step.event_type,
-            step.reason,
-            &step.message,
-        ) {
-            Ok(Emit::Queued | Emit::Dropped(_)) => {}
-            Err(RecordError::Invalid(e)) => {
-                refused_by_caller += 1;
-                eprintln!("invalid occurrence {}: {e}", step.reason);
-            }
-            Err(e) => return Err(e).context("recording"),
-        }
-    }
-    stalled |= !wait_idle(&refs, Duration::from_secs(30), |_| {}).await;
-    progress(tty, span.div_ceil(60), span, emitted, &pipelines);
-    if tty {
-        eprintln!();
-    }
-    if stalled {
-        eprintln!("warning: the apiserver was slow; some writes were still pending between steps");
-    }
-
-    let mut reports = Vec::new();
-    for p in pipelines {
-        reports.push(p.shutdown(Duration::from_secs(30)).await);
-    }
-    let elapsed = wall.elapsed();
-    let totals = Totals::of(reports.iter().map(|r| &r.stats));
-
-    let mut events = sink
-        .list_events(&namespace)
-        .await
-        .context("reading the events back")?;
-    // On a real cluster, earlier runs and other writers may have left events here.
-    events.retain(|e| {
-        scenario::COMPONENTS.contains(&e.source.component.as_str())
-            && e.first_timestamp.is_none_or(|t| t >= start)
+    let read = read_back(&sink, &namespace).await.map(|mut events| {
+        // On a real cluster, earlier runs and other writers may have left events here.
+        events.retain(|e| {
+            scenario::COMPONENTS.contains(&e.source.component.as_str())
+                && e.first_timestamp.is_none_or(|t| t >= start)
+        });
+        events
     });
 
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "\n$ kubectl get events -n {namespace}   ({} events read back from {where_})\n",
-        events.len()
-    )?;
-    write!(out, "{}", table::render(&events, now, args.width))?;
+    match &read {
+        Ok(events) => {
+            writeln!(
+                out,
+                "\n$ kubectl get events -n {namespace}   ({} events read back from {where_})\n",
+                events.len()
+            )?;
+            write!(out, "{}", table::render(events, now, args.width))?;
+        }
+        Err(why) => writeln!(
+            out,
+            "\n$ kubectl get events -n {namespace}   (reading the events back from {where_} failed: {})",
+            one_line(why)
+        )?,
+    }
     writeln!(
         out,
         "\npipeline counters ({} pipelines, {:.1} s):",
-        reports.len(),
-        elapsed.as_secs_f64()
+        played.reports.len(),
+        played.elapsed.as_secs_f64()
     )?;
     let rows: [(&str, u64); 20] = [
-        ("emitted", emitted),
+        ("emitted", played.emitted),
         ("queued", totals.queued),
         ("dropped: invalid", totals.dropped_invalid),
         ("dropped: intake full", totals.dropped_intake_full),
@@ -246,30 +213,303 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     for (name, value) in rows {
         writeln!(out, "  {name:<26}{value:>8}")?;
     }
-    let stored_sum: i64 = events.iter().map(|e| i64::from(e.count)).sum();
-    writeln!(
-        out,
-        "  {:<26}{:>8}\n  {:<26}{:>8}",
-        "stored events",
-        events.len(),
-        "stored count sum",
-        stored_sum
-    )?;
-    match totals.check(emitted - refused_by_caller) {
+    if let Ok(events) = &read {
+        let stored_sum: i64 = events.iter().map(|e| i64::from(e.count)).sum();
+        writeln!(
+            out,
+            "  {:<26}{:>8}\n  {:<26}{:>8}",
+            "stored events",
+            events.len(),
+            "stored count sum",
+            stored_sum
+        )?;
+    }
+    let accounted = accounting(&played);
+    match &accounted {
         Ok(()) => writeln!(
             out,
             "accounting: every occurrence is accounted for (emitted = queued + dropped; queued = spam-filtered + written + failed)"
         )?,
-        Err(e) => {
-            writeln!(out, "accounting: MISMATCH: {e}")?;
-            anyhow::bail!("the counters do not add up: {e}");
-        }
+        Err(e) => writeln!(out, "accounting: MISMATCH: {e}")?,
     }
     drop(out);
     if let Target::Sim(sim) = target {
         sim.shutdown().await;
     }
+
+    if let Err(e) = accounted {
+        return Err(Failure::new(
+            FailureKind::Other,
+            format!("the counters do not add up: {e}"),
+        )
+        .into());
+    }
+    let dropped = totals.dropped_invalid
+        + totals.dropped_intake_full
+        + totals.dropped_after_shutdown
+        + totals.dropped_queue_full
+        + totals.dropped_closed;
+    if dropped + totals.failed() > 0 {
+        let last_error = health
+            .report()
+            .last_error
+            .map(|(_, why)| format!("; last apiserver error: {why}"))
+            .unwrap_or_default();
+        return Err(Failure::new(
+            FailureKind::NotWritten,
+            format!(
+                "the story was not fully written: {} writes failed (rejected {}, retry budget used up {}, abandoned at shutdown {}) and {dropped} occurrences were dropped before a write{last_error}",
+                totals.failed(),
+                totals.rejected,
+                totals.retry_exhausted,
+                totals.abandoned,
+            ),
+        )
+        .into());
+    }
+    if let Err(why) = read {
+        return Err(Failure::new(
+            FailureKind::ReadBack,
+            format!(
+                "the story was written, but reading the events back from {where_} failed: {why}"
+            ),
+        )
+        .into());
+    }
     Ok(())
+}
+
+/// Every event of `namespace`, within [`READ_BACK_TIMEOUT`]; the error says why not.
+async fn read_back(sink: &HttpSink, namespace: &str) -> Result<Vec<Event>, String> {
+    match actix_rt::time::timeout(READ_BACK_TIMEOUT, sink.list_events(namespace)).await {
+        Ok(Ok(events)) => Ok(events),
+        Ok(Err(e)) => Err(cluster::describe(&e)),
+        Err(_) => Err(format!(
+            "no answer within {}",
+            cluster::secs(READ_BACK_TIMEOUT)
+        )),
+    }
+}
+
+/// What playing the story did.
+struct Played {
+    /// Recorder calls made.
+    emitted: u64,
+    /// Every pipeline's shutdown report.
+    reports: Vec<ShutdownReport>,
+    /// From the first call to the end of the shutdown.
+    elapsed: Duration,
+}
+
+impl Played {
+    fn totals(&self) -> Totals {
+        Totals::of(self.reports.iter().map(|r| &r.stats))
+    }
+}
+
+/// Checks that every call is accounted for exactly once. The pipelines count the calls
+/// they refuse (`dropped: invalid`, ...) themselves, so every call made (refused ones
+/// included) is checked against their counters.
+fn accounting(played: &Played) -> Result<(), String> {
+    played.totals().check(played.emitted)
+}
+
+/// Whether every event handed to a sink chain has been through its correlator (what may be
+/// left are writes).
+fn correlated(s: &StatsSnapshot) -> bool {
+    let accepted: u64 = s
+        .watchers
+        .iter()
+        .filter(|w| w.name.starts_with("sink:"))
+        .map(|w| w.accepted)
+        .sum();
+    let taken: u64 = s.sinks.iter().map(|k| k.correlated + k.abandoned).sum();
+    s.intake_depth == 0 && s.broadcast == s.recorded && taken >= accepted
+}
+
+/// How long [`settle`] waits.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// Between two instants of the story: until idle, at most [`STEP_WAIT`], and only until
+    /// the correlators caught up when the writes are in trouble.
+    Step,
+    /// After the story: until idle, at most [`DRAIN_WAIT`], ending when the writes fail and
+    /// none succeeded for [`GIVE_UP_AFTER`].
+    Drain,
+}
+
+/// Waits as `wait` says; returns whether every pipeline became idle. Explains on standard
+/// error why writes are waiting when they are in trouble or the wait is long.
+async fn settle(
+    pipelines: &[&Pipeline],
+    health: &Health,
+    notes: &mut WaitNotes,
+    wait: Wait,
+) -> bool {
+    let started = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        let snapshots: Vec<StatsSnapshot> = pipelines.iter().map(|p| p.stats()).collect();
+        if snapshots.iter().all(is_idle) {
+            return true;
+        }
+        let h = health.report();
+        let failing = h.failing(SLOW_REQUEST);
+        let waited = started.elapsed();
+        if failing || waited >= EXPLAIN_AFTER {
+            notes.note(&snapshots, &h);
+        }
+        let give_up = match wait {
+            Wait::Step => (failing && snapshots.iter().all(correlated)) || waited >= STEP_WAIT,
+            Wait::Drain => {
+                let quiet = h.since_success.map_or(waited, |d| d.min(waited));
+                (failing && quiet >= GIVE_UP_AFTER) || waited >= DRAIN_WAIT
+            }
+        };
+        if give_up {
+            return false;
+        }
+        actix_rt::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// Plays `story` through one pipeline per component writing to `sink`, on `clock`, then
+/// waits for the last writes (bounded) and shuts the pipelines down. Never blocks longer
+/// than the bounds of [`settle`] and [`SHUTDOWN_DEADLINE`], whatever the server does.
+async fn play(
+    story: &[Step],
+    sink: &(impl EventSink + Clone),
+    health: &Health,
+    clock: &VirtualClock,
+    pace: Duration,
+    tty: bool,
+) -> Played {
+    let span = scenario::STORY_SECS;
+    let start = clock.now();
+    let options = SinkOptions::default();
+    let mut notes = WaitNotes::new(
+        NOTE_EVERY,
+        options.retry.sleep,
+        options.retry.max_attempts,
+        tty,
+    );
+    let pipelines: Vec<Pipeline> = scenario::COMPONENTS
+        .iter()
+        .map(|component| {
+            let host = if *component == "kubelet" {
+                "node-1"
+            } else {
+                ""
+            };
+            let shared: SharedClock = Arc::new(clock.clone());
+            Pipeline::builder(EventSource::new(*component, host))
+                .clock(Arc::clone(&shared))
+                .sink(
+                    "apiserver",
+                    sink.clone(),
+                    SinkOptions {
+                        // The spam filter's refill and aggregate events' timestamps follow
+                        // the story's clock too.
+                        correlator: CorrelatorOptions {
+                            clock: Some(shared),
+                            ..CorrelatorOptions::default()
+                        },
+                        retry: RetryPolicy::default(),
+                        ..SinkOptions::default()
+                    },
+                )
+                .start()
+        })
+        .collect();
+    let recorders: Vec<_> = pipelines.iter().map(Pipeline::recorder).collect();
+    let refs: Vec<&Pipeline> = pipelines.iter().collect();
+
+    let wall = Instant::now();
+    let mut emitted = 0u64;
+    let mut refused = 0u64;
+    let mut minute = 0u64;
+    let mut stalled = false;
+    // Steps of the same second are 1 ms apart: event names are `<object>.<unix nanos>`, so
+    // two events about one object at the very same instant would collide (client-go's too).
+    let mut same_second = (u64::MAX, 0i64);
+    for step in story {
+        same_second = if same_second.0 == step.at_secs {
+            (step.at_secs, same_second.1 + 1)
+        } else {
+            (step.at_secs, 0)
+        };
+        let t = Time::from_unix_nanos(
+            start.unix_nanos() + step.at_secs as i64 * 1_000_000_000 + same_second.1 * 1_000_000,
+        );
+        if t != clock.now() {
+            // Everything of the previous instant is written before time moves on (unless
+            // the writes are in trouble).
+            stalled |= !settle(&refs, health, &mut notes, Wait::Step).await;
+            while (minute + 1) * 60 <= step.at_secs {
+                minute += 1;
+                if !pace.is_zero() {
+                    actix_rt::time::sleep(pace).await;
+                }
+                progress(tty, minute, span, emitted, &pipelines);
+            }
+            clock.set(t);
+        }
+        emitted += 1;
+        let Some(recorder) = recorders.get(step.component) else {
+            continue;
+        };
+        // Every outcome is counted by the pipeline, refusals included.
+        if let Err(e) = recorder.event(&step.object, step.event_type, step.reason, &step.message) {
+            refused += 1;
+            if refused <= REFUSALS_SHOWN {
+                eprintln!(
+                    "occurrence {} refused: {}",
+                    step.reason,
+                    one_line(&e.to_string())
+                );
+            }
+        }
+    }
+    let drained = settle(&refs, health, &mut notes, Wait::Drain).await;
+    stalled |= !drained;
+    progress(tty, span.div_ceil(60), span, emitted, &pipelines);
+    if tty {
+        eprintln!();
+    }
+    if refused > REFUSALS_SHOWN {
+        eprintln!(
+            "... and {} more occurrences refused",
+            refused - REFUSALS_SHOWN
+        );
+    }
+    if stalled {
+        eprintln!(
+            "warning: the apiserver was slow or failing; writes were still pending between steps"
+        );
+    }
+    // All pipelines at once; writes still pending at the deadline are abandoned (counted).
+    let deadline = if drained {
+        Duration::from_secs(30)
+    } else {
+        SHUTDOWN_DEADLINE
+    };
+    let handles: Vec<_> = pipelines
+        .into_iter()
+        .map(|p| actix_rt::spawn(p.shutdown(deadline)))
+        .collect();
+    let mut reports = Vec::new();
+    for h in handles {
+        match h.await {
+            Ok(report) => reports.push(report),
+            Err(e) => eprintln!("warning: a pipeline's shutdown failed: {e}"),
+        }
+    }
+    Played {
+        emitted,
+        reports,
+        elapsed: wall.elapsed(),
+    }
 }
 
 /// One progress line on standard error (rewritten in place on a terminal, every five
@@ -297,5 +537,60 @@ fn progress(tty: bool, minute: u64, span: u64, emitted: u64, pipelines: &[Pipeli
         eprint!("\r{line}");
     } else if minute.is_multiple_of(5) {
         eprintln!("{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kevents_sim::MemoryApiServer;
+
+    use super::*;
+
+    /// Plays the first `n` steps of the story against an in-memory apiserver, the steps at
+    /// the indices in `invalid` moved to a namespace the recorder refuses.
+    fn play_with_invalid(n: usize, invalid: &[usize]) -> (Played, MemoryApiServer) {
+        let mut story: Vec<Step> = scenario::story("demo").into_iter().take(n).collect();
+        for &i in invalid {
+            story[i].object.namespace = "Bad_NS".into();
+        }
+        let server = MemoryApiServer::new();
+        let health = Arc::new(Health::default());
+        let sink = WatchedSink::new(server.clone(), Arc::clone(&health));
+        let clock = VirtualClock::new(Time::from_unix_secs(1_700_000_000));
+        let played = actix::System::new().block_on(play(
+            &story,
+            &sink,
+            &health,
+            &clock,
+            Duration::ZERO,
+            false,
+        ));
+        (played, server)
+    }
+
+    #[test]
+    fn invalid_calls_are_counted_once_and_the_accounting_balances() {
+        let invalid = [0, 7, 19, 20, 33];
+        let (played, server) = play_with_invalid(60, &invalid);
+        let t = played.totals();
+        assert_eq!(played.emitted, 60);
+        assert_eq!(t.dropped_invalid, invalid.len() as u64, "{t:?}");
+        assert_eq!(t.queued, 60 - invalid.len() as u64, "{t:?}");
+        assert_eq!(accounting(&played), Ok(()), "{t:?}");
+        // And the valid ones were all written.
+        assert_eq!(t.failed(), 0, "{t:?}");
+        assert!(t.delivered() > 0 && !server.list().is_empty(), "{t:?}");
+        assert!(
+            server.list().iter().all(|e| e.metadata.namespace == "demo"),
+            "an invalid occurrence was sent"
+        );
+    }
+
+    #[test]
+    fn accounting_catches_a_lost_call() {
+        let (mut played, _) = play_with_invalid(30, &[3]);
+        assert_eq!(accounting(&played), Ok(()));
+        played.emitted += 1;
+        assert!(accounting(&played).is_err());
     }
 }

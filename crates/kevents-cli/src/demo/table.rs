@@ -2,6 +2,8 @@
 
 use kevents_core::{Event, Time};
 
+use super::sanitize;
+
 /// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration), for ages.
 ///
 /// ```text
@@ -60,9 +62,18 @@ fn last_seen(e: &Event) -> Option<Time> {
     e.last_timestamp.or(e.event_time).or(e.first_timestamp)
 }
 
+/// Longest TYPE cell shown (characters).
+pub const MAX_TYPE: usize = 16;
+/// Longest REASON cell shown (characters).
+pub const MAX_REASON: usize = 48;
+/// Longest OBJECT cell shown (characters).
+pub const MAX_OBJECT: usize = 80;
+
 /// Renders `events` as `kubectl get events` does (oldest first, by last timestamp), with a
-/// COUNT column in `kubectl describe`'s `(xN over M)` form. Messages longer than
-/// `max_message` characters are cut with `...`.
+/// COUNT column in `kubectl describe`'s `(xN over M)` form. Every string from the server is
+/// escaped ([`sanitize::escape`]: no control character, escape sequence or line break
+/// reaches the terminal) and cut with `…` when longer than its column's limit (`max_message`
+/// characters for MESSAGE).
 pub fn render(events: &[Event], now: Time, max_message: usize) -> String {
     let mut sorted: Vec<&Event> = events.iter().collect();
     sorted.sort_by_key(|e| (last_seen(e), e.metadata.name.clone()));
@@ -82,23 +93,13 @@ pub fn render(events: &[Event], now: Time, max_message: usize) -> String {
                 note if note.is_empty() => e.count.max(1).to_string(),
                 note => note,
             };
-            let message = if e.message.chars().count() > max_message {
-                let cut: String = e
-                    .message
-                    .chars()
-                    .take(max_message.saturating_sub(3))
-                    .collect();
-                format!("{cut}...")
-            } else {
-                e.message.clone()
-            };
             [
                 age,
-                e.type_.clone(),
-                e.reason.clone(),
-                object,
+                sanitize::cell(&e.type_, MAX_TYPE),
+                sanitize::cell(&e.reason, MAX_REASON),
+                sanitize::cell(&object, MAX_OBJECT),
                 count,
-                message,
+                sanitize::cell(&e.message, max_message),
             ]
         })
         .collect();
@@ -168,6 +169,32 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("LAST SEEN   TYPE      REASON    OBJECT    COUNT"));
         assert!(lines[1].starts_with("60s         Warning   BackOff   pod/web   (x5 over 29m)"));
-        assert!(lines[1].ends_with("Back-off restarti..."));
+        assert!(lines[1].ends_with("Back-off restarting…"));
+    }
+
+    #[test]
+    fn server_strings_cannot_forge_rows_or_reach_the_terminal() {
+        let mut e = Event::default();
+        e.metadata.name = "x.1".into();
+        e.involved_object.kind = "Pod\x1b]0;owned\x07".into();
+        e.involved_object.name = "n".repeat(500);
+        e.type_ = "Normal\u{9b}2J".into();
+        e.reason = "BackOff\r\n60s   Normal   Forged   pod/x   1   all good".into();
+        e.message = "\x1b[2J\x1b[Hcleared\nanother forged row\u{202e}".into();
+        e.count = 1;
+        e.last_timestamp = Some(Time::from_unix_secs(1_000));
+        let t = render(&[e], Time::from_unix_secs(1_060), 40);
+        assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(
+            !t.chars()
+                .any(|c| c != '\n' && (c.is_control() || c == '\u{202e}')),
+            "{t:?}"
+        );
+        let row = t.lines().nth(1).unwrap_or_default();
+        assert!(row.contains("BackOff\\r\\n60s"), "{row}");
+        assert!(row.contains("pod\\x1b]0;owned\\x07/nnn"), "{row}");
+        assert!(row.contains(&format!("{}…", "n".repeat(10))), "{row}");
+        assert!(row.ends_with('…'), "{row}");
+        assert!(row.contains("\\x1b[2J\\x1b[Hcleared\\n"), "{row}");
     }
 }
