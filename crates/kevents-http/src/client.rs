@@ -129,14 +129,17 @@ fn header_err(e: impl std::fmt::Display) -> ConfigError {
 }
 
 impl HttpSink {
-    /// Builds the sink (HTTP client, TLS configuration, credentials). Fails on unusable
-    /// certificates or keys, never on network problems: nothing is sent yet.
+    /// Builds the sink (HTTP client, TLS configuration, credentials) after
+    /// [`HttpConfig::validate`]. Fails on unusable certificates or keys and on credentials
+    /// for a plain `http://` server, never on network problems: nothing is sent yet.
     ///
     /// ```
-    /// let sink = kevents_http::HttpSink::new(
-    ///     kevents_http::HttpConfig::new("http://127.0.0.1:8080")?.with_token("t0ken"))?;
+    /// use kevents_http::{ConfigError, HttpConfig, HttpSink};
+    /// let sink = HttpSink::new(HttpConfig::new("https://127.0.0.1:6443")?.with_token("t0ken"))?;
     /// assert!(!format!("{sink:?}").contains("t0ken"));
-    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// let clear = HttpSink::new(HttpConfig::new("http://10.0.0.1:8080")?.with_token("t0ken"));
+    /// assert!(matches!(clear, Err(ConfigError::CredentialsOverHttp { .. })));
+    /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn new(config: HttpConfig) -> Result<Self, ConfigError> {
         config.validate()?;

@@ -180,12 +180,7 @@ fn default_kubeconfig() -> Result<Loaded, DefaultError> {
                 config,
                 origin: path.display().to_string(),
             }),
-            Err(e @ ConfigError::Read { .. })
-                if matches!(&e, ConfigError::Read { source, .. }
-                    if source.kind() == std::io::ErrorKind::NotFound) =>
-            {
-                Err(Absent(e))
-            }
+            Err(e) if is_not_found(&e) => Err(Absent(e)),
             Err(e) => Err(Broken(e)),
         };
     }
@@ -209,6 +204,10 @@ fn default_kubeconfig() -> Result<Loaded, DefaultError> {
         config: merged,
         origin,
     })
+}
+
+fn is_not_found(e: &ConfigError) -> bool {
+    matches!(e, ConfigError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// One kubeconfig file: read up to [`MAX_KUBECONFIG_BYTES`], decoded (UTF-8, or UTF-16 with
