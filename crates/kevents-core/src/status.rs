@@ -96,6 +96,122 @@ impl Status {
             .as_ref()
             .is_some_and(|d| d.causes.iter().any(|c| c.type_ == type_))
     }
+
+    /// This status with every text field passed through [`sanitize_server_text`] and at most
+    /// [`MAX_STATUS_CAUSES`] causes (a last one says how many were left out): what a status
+    /// decoded from a server's answer becomes before it is shown or logged.
+    ///
+    /// ```
+    /// use kevents_core::Status;
+    /// let s = Status::failure(500, "InternalError", "\u{1b}[2Jboom\r\nfake line").sanitized();
+    /// assert_eq!(s.message, "\\u{1b}[2Jboom\\r\\nfake line");
+    /// assert_eq!(s.reason, "InternalError");
+    /// ```
+    pub fn sanitized(mut self) -> Self {
+        for field in [
+            &mut self.kind,
+            &mut self.api_version,
+            &mut self.status,
+            &mut self.message,
+            &mut self.reason,
+        ] {
+            *field = sanitize_server_text(field);
+        }
+        if let Some(d) = self.details.as_mut() {
+            for field in [&mut d.name, &mut d.group, &mut d.kind, &mut d.uid] {
+                *field = sanitize_server_text(field);
+            }
+            let dropped = d.causes.len().saturating_sub(MAX_STATUS_CAUSES);
+            d.causes.truncate(MAX_STATUS_CAUSES);
+            for c in &mut d.causes {
+                for field in [&mut c.type_, &mut c.message, &mut c.field] {
+                    *field = sanitize_server_text(field);
+                }
+            }
+            if dropped > 0 {
+                d.causes.push(StatusCause {
+                    type_: "TooManyCauses".into(),
+                    message: format!("{dropped} more causes not shown"),
+                    field: String::new(),
+                });
+            }
+        }
+        self
+    }
+}
+
+/// Longest text [`sanitize_server_text`] returns, in characters (escapes included), before
+/// its truncation note.
+pub const MAX_SERVER_TEXT_CHARS: usize = 1024;
+
+/// Most causes [`Status::sanitized`] keeps.
+pub const MAX_STATUS_CAUSES: usize = 32;
+
+/// Whether `c` must not reach a terminal or log line as it is: control characters (C0 with
+/// ESC, CR, LF and TAB, DEL, C1) and the invisible format characters that reorder or hide
+/// text (bidirectional overrides and isolates, zero-width characters, line and paragraph
+/// separators, the byte order mark).
+fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}' | '\u{feff}')
+}
+
+/// Text that came from a server (a `Status` message, reason or cause, a response body
+/// excerpt, a stored event's message) made safe to print to a terminal or a log line: every
+/// control or invisible format character is written as a visible escape (`\n`, `\r`,
+/// `\t`, otherwise `\u{..}` with the code point in hex, e.g. ESC as `\u{1b}`), and the
+/// result is cut at [`MAX_SERVER_TEXT_CHARS`] characters, followed by
+/// `… (N more bytes)`. Other text, backslashes included, is kept as it is.
+///
+/// ```
+/// use kevents_core::status::sanitize_server_text;
+/// assert_eq!(sanitize_server_text("ok"), "ok");
+/// assert_eq!(sanitize_server_text("\u{1b}[31mred\r\nnext"), "\\u{1b}[31mred\\r\\nnext");
+/// let long = sanitize_server_text(&"x".repeat(5000));
+/// assert!(long.starts_with("xxx") && long.ends_with("… (3976 more bytes)"));
+/// ```
+pub fn sanitize_server_text(text: &str) -> String {
+    sanitize_server_text_to(text, MAX_SERVER_TEXT_CHARS)
+}
+
+/// [`sanitize_server_text`] with another length limit (`max_chars` characters of output,
+/// escapes included, before the truncation note).
+///
+/// ```
+/// use kevents_core::status::sanitize_server_text_to;
+/// assert_eq!(sanitize_server_text_to("abcdef", 3), "abc… (3 more bytes)");
+/// assert_eq!(sanitize_server_text_to("a\nb", 80), "a\\nb");
+/// ```
+pub fn sanitize_server_text_to(text: &str, max_chars: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len().min(max_chars));
+    let mut chars = 0usize;
+    for (i, c) in text.char_indices() {
+        let mut escaped = String::new();
+        let piece: &str = if is_unsafe_char(c) {
+            match c {
+                '\n' => escaped.push_str("\\n"),
+                '\r' => escaped.push_str("\\r"),
+                '\t' => escaped.push_str("\\t"),
+                c => {
+                    let _ = write!(escaped, "\\u{{{:x}}}", c as u32);
+                }
+            }
+            &escaped
+        } else {
+            &text[i..i + c.len_utf8()]
+        };
+        let len = piece.chars().count();
+        if chars + len > max_chars {
+            let _ = write!(out, "… ({} more bytes)", text.len() - i);
+            return out;
+        }
+        out.push_str(piece);
+        chars += len;
+    }
+    out
 }
 
 /// Why a sink call failed.
@@ -193,5 +309,65 @@ impl SinkError {
             SinkError::Status(s) => s.retry_after,
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_control_and_invisible_character_is_escaped() {
+        assert_eq!(
+            sanitize_server_text(
+                "a\u{0}b\u{7f}c\u{85}d\u{9b}e\u{202e}f\u{2028}g\u{feff}h\u{200b}i"
+            ),
+            "a\\u{0}b\\u{7f}c\\u{85}d\\u{9b}e\\u{202e}f\\u{2028}g\\u{feff}h\\u{200b}i"
+        );
+        // Other text, multi-byte and backslashes included, is kept.
+        assert_eq!(sanitize_server_text("é ü 日本 \\n"), "é ü 日本 \\n");
+    }
+
+    #[test]
+    fn truncation_counts_escapes_and_never_splits_a_character() {
+        assert_eq!(
+            sanitize_server_text_to("\u{1b}\u{1b}", 7),
+            "\\u{1b}… (1 more bytes)"
+        );
+        assert_eq!(sanitize_server_text_to("日本語", 2), "日本… (3 more bytes)");
+        assert_eq!(sanitize_server_text_to("", 0), "");
+        let long = sanitize_server_text(&"\u{1b}".repeat(10_000));
+        assert!(
+            long.chars().count() <= MAX_SERVER_TEXT_CHARS + 30,
+            "{}",
+            long.len()
+        );
+    }
+
+    #[test]
+    fn sanitized_status_keeps_codes_and_bounds_causes() {
+        let mut s = Status::failure(422, "Invalid", "bad\nvalue");
+        s.details = Some(StatusDetails {
+            name: "x\u{1b}".into(),
+            causes: (0..100)
+                .map(|i| StatusCause {
+                    type_: "FieldValueInvalid".into(),
+                    message: format!("m{i}\r"),
+                    field: "f".into(),
+                })
+                .collect(),
+            ..Default::default()
+        });
+        let s = s.sanitized();
+        assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+        assert_eq!(s.message, "bad\\nvalue");
+        let d = s.details.unwrap();
+        assert_eq!(d.name, "x\\u{1b}");
+        assert_eq!(d.causes.len(), MAX_STATUS_CAUSES + 1);
+        assert_eq!(d.causes[0].message, "m0\\r");
+        assert_eq!(
+            d.causes[MAX_STATUS_CAUSES].message,
+            "68 more causes not shown"
+        );
     }
 }

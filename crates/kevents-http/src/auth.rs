@@ -9,7 +9,7 @@ use base64::Engine as _;
 use http::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::{Auth, ConfigError};
+use crate::config::{Auth, ConfigError, MAX_TOKEN_FILE_BYTES, read_capped};
 
 /// Why the current credential could not be produced.
 #[derive(Debug)]
@@ -43,7 +43,17 @@ impl TokenFile {
         let modified = std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
             .ok();
-        let text = std::fs::read_to_string(&self.path).map_err(|e| err(e.to_string()))?;
+        // At most MAX_TOKEN_FILE_BYTES: an endless file (a device, a runaway writer) is
+        // refused, not read until memory runs out.
+        let bytes = read_capped("token file", &self.path, MAX_TOKEN_FILE_BYTES).map_err(|e| {
+            TokenFileError(match e {
+                ConfigError::Read { source, .. } => {
+                    format!("token file {}: {source}", self.path.display())
+                }
+                other => other.to_string(),
+            })
+        })?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| err("not UTF-8 text".into()))?;
         let token = text.trim();
         if token.is_empty() {
             return Err(err("empty".into()));

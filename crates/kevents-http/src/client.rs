@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method, StatusCode};
-use kevents_core::status::{StatusCause, StatusDetails};
+use kevents_core::status::{StatusCause, StatusDetails, sanitize_server_text_to};
 use kevents_core::{SinkError, Status};
 use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthHeader;
-use crate::config::{ConfigError, HttpConfig};
+use crate::config::{ConfigError, HttpConfig, redact_url};
 
 /// Content type of the record package's patches.
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -61,12 +61,14 @@ pub(crate) struct Inner {
     extra_headers: Vec<(HeaderName, HeaderValue)>,
     timeout: Duration,
     pub(crate) max_body: usize,
+    pub(crate) max_list_pages: usize,
+    pub(crate) max_list_bytes: usize,
 }
 
 impl std::fmt::Debug for HttpSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpSink")
-            .field("base", &self.inner.base.as_str())
+            .field("base", &redact_url(&self.inner.base))
             .field("auth", &self.inner.auth.kind())
             .field("timeout", &self.inner.timeout)
             .field("max_body", &self.inner.max_body)
@@ -88,8 +90,8 @@ pub struct ServerVersion {
 
 pub(crate) enum Body {
     Empty,
-    Json(Vec<u8>),
-    Patch(Vec<u8>),
+    Json(Bytes),
+    Patch(Bytes),
 }
 
 pub(crate) struct Answer {
@@ -100,6 +102,8 @@ pub(crate) struct Answer {
     pub(crate) oversized: bool,
 }
 
+/// An error and its sources as one line, sanitised: it can carry server-provided text (the
+/// names in a certificate, a proxy's answer).
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -111,7 +115,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         }
         cur = c.source();
     }
-    s
+    sanitize_server_text_to(&s, 1024)
+}
+
+/// A [`SinkError::UnexpectedObject`] whose message may quote the server (a JSON decoding
+/// error names the value it did not expect): sanitised and bounded.
+pub(crate) fn unexpected(message: impl std::fmt::Display) -> SinkError {
+    SinkError::UnexpectedObject(sanitize_server_text_to(&message.to_string(), 512))
 }
 
 fn header_err(e: impl std::fmt::Display) -> ConfigError {
@@ -119,16 +129,20 @@ fn header_err(e: impl std::fmt::Display) -> ConfigError {
 }
 
 impl HttpSink {
-    /// Builds the sink (HTTP client, TLS configuration, credentials). Fails on unusable
-    /// certificates or keys, never on network problems: nothing is sent yet.
+    /// Builds the sink (HTTP client, TLS configuration, credentials) after
+    /// [`HttpConfig::validate`]. Fails on unusable certificates or keys and on credentials
+    /// for a plain `http://` server, never on network problems: nothing is sent yet.
     ///
     /// ```
-    /// let sink = kevents_http::HttpSink::new(
-    ///     kevents_http::HttpConfig::new("http://127.0.0.1:8080")?.with_token("t0ken"))?;
+    /// use kevents_http::{ConfigError, HttpConfig, HttpSink};
+    /// let sink = HttpSink::new(HttpConfig::new("https://127.0.0.1:6443")?.with_token("t0ken"))?;
     /// assert!(!format!("{sink:?}").contains("t0ken"));
-    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// let clear = HttpSink::new(HttpConfig::new("http://10.0.0.1:8080")?.with_token("t0ken"));
+    /// assert!(matches!(clear, Err(ConfigError::CredentialsOverHttp { .. })));
+    /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn new(config: HttpConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
         let tls = crate::tls::client_config(&config)?;
         let mut builder = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
@@ -140,10 +154,13 @@ impl HttpSink {
             .tcp_keepalive(Duration::from_secs(30))
             .no_proxy();
         if let Some(proxy) = &config.proxy_url {
-            builder = builder.proxy(
-                reqwest::Proxy::all(proxy.clone())
-                    .map_err(|e| ConfigError::Client(format!("proxy-url: {e}")))?,
-            );
+            builder = builder.proxy(reqwest::Proxy::all(proxy.clone()).map_err(|e| {
+                ConfigError::Client(format!(
+                    "proxy-url {}: {}",
+                    redact_url(proxy),
+                    error_chain(&e.without_url())
+                ))
+            })?);
         }
         let client = builder
             .build()
@@ -170,6 +187,8 @@ impl HttpSink {
                 extra_headers,
                 timeout: config.request_timeout,
                 max_body: config.max_response_bytes,
+                max_list_pages: config.max_list_pages,
+                max_list_bytes: config.max_list_bytes,
             }),
         })
     }
@@ -245,37 +264,70 @@ impl HttpSink {
         let this = self.clone();
         let prepared = self.events_url_at(prefix, namespace, None).and_then(|url| {
             kevents_core::json::to_vec(event)
-                .map(|body| (url, body))
+                .map(|body| (url, Bytes::from(body)))
                 .map_err(|e| SinkError::Construction(e.to_string()))
         });
         Box::pin(async move {
-            let (url, body) = prepared?;
-            let answer = this.send(Method::POST, url, Body::Json(body)).await?;
+            let (url, sent) = prepared?;
+            let answer = this
+                .send(Method::POST, url, &Body::Json(sent.clone()))
+                .await?;
+            if answer.status.is_success() && answer.oversized {
+                return this.stored_as_sent(&answer, "create", &sent);
+            }
             decode_event_of(answer, api_version)
         })
     }
 
     /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with the strategic-merge-patch bytes,
-    /// the answer decoded by [`decode_event_of`] with `api_version`.
-    pub(crate) fn patch_at<R>(
+    /// the answer decoded by [`decode_event_of`] with `api_version`. `updated` is the event
+    /// as the patch makes it: the result when the server's 2xx answer is too large to read.
+    pub(crate) fn patch_at<T, R>(
         &self,
         prefix: &[&str],
         namespace: &str,
         name: &str,
         patch: &[u8],
         api_version: Option<&'static str>,
+        updated: T,
     ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
     where
+        T: Serialize + Send + 'static,
         R: DeserializeOwned + 'static,
     {
         let this = self.clone();
         let prepared = self.events_url_at(prefix, namespace, Some(name));
-        let body = patch.to_vec();
+        let body = Bytes::copy_from_slice(patch);
         Box::pin(async move {
             let url = prepared?;
-            let answer = this.send(Method::PATCH, url, Body::Patch(body)).await?;
+            let answer = this.send(Method::PATCH, url, &Body::Patch(body)).await?;
+            if answer.status.is_success() && answer.oversized {
+                let sent = kevents_core::json::to_vec(&updated)
+                    .map_err(|e| SinkError::Construction(e.to_string()))?;
+                return this.stored_as_sent(&answer, "patch", &sent);
+            }
             decode_event_of(answer, api_version)
         })
+    }
+
+    /// A 2xx answer to a create or patch whose body is over the size limit: the server stored
+    /// the event (a 2xx says so), only its echo was not read. The result is the event as sent
+    /// (`sent`, its JSON), without the fields the server sets (`resourceVersion`, `uid`,
+    /// `creationTimestamp`), so the write is not retried (a retried create would be refused
+    /// with 409 `AlreadyExists` and counted as rejected).
+    fn stored_as_sent<R: DeserializeOwned>(
+        &self,
+        answer: &Answer,
+        verb: &str,
+        sent: &[u8],
+    ) -> Result<R, SinkError> {
+        tracing::warn!(
+            status = answer.status.as_u16(),
+            limit = self.inner.max_body,
+            verb,
+            "apiserver answer larger than the response size limit: the event counts as stored, as sent"
+        );
+        serde_json::from_slice(sent).map_err(|e| unexpected(format_args!("event as sent: {e}")))
     }
 
     /// Whether the apiserver serves an API group version: `GET path` answered 2xx (`true`)
@@ -289,7 +341,7 @@ impl HttpSink {
     pub async fn api_served(&self, path: &str) -> Result<bool, SinkError> {
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let url = self.url(&segs, None)?;
-        let answer = self.send(Method::GET, url, Body::Empty).await?;
+        let answer = self.send(Method::GET, url, &Body::Empty).await?;
         match answer.status.as_u16() {
             200..=299 => Ok(true),
             404 => Ok(false),
@@ -306,19 +358,35 @@ impl HttpSink {
     /// ```
     pub async fn server_version(&self) -> Result<ServerVersion, SinkError> {
         let url = self.url(&["version"], None)?;
-        let answer = self.send(Method::GET, url, Body::Empty).await?;
+        let answer = self.send(Method::GET, url, &Body::Empty).await?;
         if !answer.status.is_success() {
             return Err(status_error(&answer));
         }
+        if answer.oversized {
+            return Err(oversized(self.inner.max_body));
+        }
         serde_json::from_slice(&answer.body)
-            .map_err(|e| SinkError::UnexpectedObject(format!("not a version: {e}")))
+            .map_err(|e| unexpected(format_args!("not a version: {e}")))
     }
 
+    /// One request, its answer read up to `max_response_bytes`.
     pub(crate) async fn send(
         &self,
         method: Method,
         url: Url,
-        body: Body,
+        body: &Body,
+    ) -> Result<Answer, SinkError> {
+        self.send_capped(method, url, body, self.inner.max_body)
+            .await
+    }
+
+    /// One request, its answer read up to `cap` bytes.
+    pub(crate) async fn send_capped(
+        &self,
+        method: Method,
+        url: Url,
+        body: &Body,
+        cap: usize,
     ) -> Result<Answer, SinkError> {
         let auth = self
             .inner
@@ -326,12 +394,14 @@ impl HttpSink {
             .current()
             // Usually a rotation in progress: worth a retry.
             .map_err(|e| SinkError::Transport(e.0))?;
-        let answer = self.send_once(&method, &url, &body, auth.as_ref()).await?;
+        let answer = self
+            .send_once(&method, &url, body, auth.as_ref(), cap)
+            .await?;
         if answer.status == StatusCode::UNAUTHORIZED
             && let Some(fresh) = self.inner.auth.after_unauthorized(auth.as_ref())
         {
             tracing::info!("401 with a token from a file that changed since: trying once more");
-            return self.send_once(&method, &url, &body, Some(&fresh)).await;
+            return self.send_once(&method, &url, body, Some(&fresh), cap).await;
         }
         Ok(answer)
     }
@@ -342,6 +412,7 @@ impl HttpSink {
         url: &Url,
         body: &Body,
         auth: Option<&HeaderValue>,
+        cap: usize,
     ) -> Result<Answer, SinkError> {
         let inner = &self.inner;
         let started = Instant::now();
@@ -385,11 +456,11 @@ impl HttpSink {
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<u64>().ok());
-            let mut oversized = declared.is_some_and(|n| n > inner.max_body as u64);
+            let mut oversized = declared.is_some_and(|n| n > cap as u64);
             let mut buf = BytesMut::new();
             if !oversized {
                 while let Some(chunk) = resp.chunk().await.map_err(map_err)? {
-                    if buf.len() + chunk.len() > inner.max_body {
+                    if buf.len() + chunk.len() > cap {
                         oversized = true;
                         break;
                     }
@@ -439,11 +510,11 @@ pub(crate) fn decode_event_of<T: DeserializeOwned>(
         ));
     }
     let value: serde_json::Value = serde_json::from_slice(&answer.body)
-        .map_err(|e| SinkError::UnexpectedObject(format!("response is not JSON: {e}")))?;
+        .map_err(|e| unexpected(format_args!("response is not JSON: {e}")))?;
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
     match api_version {
         None if kind != "Event" => {
-            return Err(SinkError::UnexpectedObject(format!(
+            return Err(unexpected(format_args!(
                 "expected an Event, got kind {kind:?}"
             )));
         }
@@ -454,14 +525,18 @@ pub(crate) fn decode_event_of<T: DeserializeOwned>(
                 .and_then(|k| k.as_str())
                 .unwrap_or("");
             if kind != "Event" || api != want {
-                return Err(SinkError::UnexpectedObject(format!(
+                return Err(unexpected(format_args!(
                     "expected an {want} Event, got {api:?} kind {kind:?}"
                 )));
             }
         }
     }
-    serde_json::from_value(value)
-        .map_err(|e| SinkError::UnexpectedObject(format!("malformed Event: {e}")))
+    serde_json::from_value(value).map_err(|e| unexpected(format_args!("malformed Event: {e}")))
+}
+
+/// A 2xx answer too large to read (other than the echo of a create or patch).
+pub(crate) fn oversized(limit: usize) -> SinkError {
+    SinkError::UnexpectedObject(format!("response body larger than {limit} bytes"))
 }
 
 /// The reason client-go's `NewGenericServerResponse` gives a status code, and its message.
@@ -529,14 +604,17 @@ fn generic_reason(code: u16) -> (&'static str, &'static str) {
 }
 
 /// A non-2xx answer as a [`SinkError::Status`]: the server's `Status` if the body is one,
-/// else a generic one built from the code (as client-go's REST client does).
+/// else a generic one built from the code (as client-go's REST client does). Every text the
+/// server sent is sanitised ([`Status::sanitized`]: control characters escaped, lengths and
+/// the number of causes bounded) before it can reach an error message or a log line.
 pub(crate) fn status_error(answer: &Answer) -> SinkError {
     let code = answer.status.as_u16();
     let decoded = (!answer.oversized)
         .then(|| serde_json::from_slice::<serde_json::Value>(&answer.body).ok())
         .flatten()
         .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"))
-        .and_then(|v| serde_json::from_value::<Status>(v).ok());
+        .and_then(|v| serde_json::from_value::<Status>(v).ok())
+        .map(Status::sanitized);
     let mut status = match decoded {
         Some(mut s) => {
             if s.code == 0 {
@@ -547,12 +625,9 @@ pub(crate) fn status_error(answer: &Answer) -> SinkError {
         None => {
             let (reason, message) = generic_reason(code);
             let mut s = Status::failure(code, reason, message);
-            let snippet: String =
-                String::from_utf8_lossy(&answer.body[..answer.body.len().min(256)])
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .collect();
-            let snippet = snippet.trim();
+            let excerpt = String::from_utf8_lossy(&answer.body[..answer.body.len().min(256)]);
+            let snippet = sanitize_server_text_to(excerpt.trim(), 256);
+            let snippet = snippet.as_str();
             if !snippet.is_empty() || answer.oversized {
                 s.details = Some(StatusDetails {
                     causes: vec![StatusCause {

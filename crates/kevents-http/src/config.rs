@@ -1,51 +1,114 @@
 //! Where the apiserver is and how to talk to it: [`HttpConfig`], built by hand, from a
-//! kubeconfig or from the in-cluster service account (the last two through `kube`'s config
-//! loader).
+//! kubeconfig or from the in-cluster service account (loading: `kubeconfig.rs`), the limits
+//! that bound every read, and [`ConfigError`].
 
+use std::io::Read as _;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
+use kevents_core::status::sanitize_server_text_to;
 use reqwest::Url;
-use secrecy::{ExposeSecret, SecretSlice, SecretString};
+use secrecy::{SecretSlice, SecretString};
 use thiserror::Error;
 
 /// Default per-request timeout (connect, send, and read the whole response).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default TCP + TLS connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default largest response body read (1 MiB); larger bodies are not read.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// The largest request body kube-apiserver accepts (3 MiB): an event it stored can be this
+/// large, and so can the echo of it.
+pub const APISERVER_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+/// Default largest response body read (4 MiB, above [`APISERVER_MAX_REQUEST_BYTES`], so the
+/// echo of anything the apiserver accepted fits); larger bodies are not read.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// Events asked for per page of a list (`limit`).
+pub const LIST_PAGE_SIZE: usize = 250;
+/// Default most pages one list reads before it fails (`ListError::TooManyPages`): 10 000
+/// pages of [`LIST_PAGE_SIZE`] are 2.5 million events.
+pub const DEFAULT_MAX_LIST_PAGES: usize = 10_000;
+/// Default most response bytes one list reads in total, all pages together (256 MiB); a
+/// single page may use all of it.
+pub const DEFAULT_MAX_LIST_BYTES: usize = 256 * 1024 * 1024;
 /// Default interval after which a token file is read again (client-go and kube re-read
 /// once a minute).
 pub const DEFAULT_TOKEN_REFRESH: Duration = Duration::from_secs(60);
+/// Largest kubeconfig file read (4 MiB).
+pub const MAX_KUBECONFIG_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest token file read (64 KiB; service-account tokens are about 1 KiB). Also the limit
+/// of the in-cluster namespace file.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 64 * 1024;
+/// Largest CA bundle, client certificate or client key file read (1 MiB).
+pub const MAX_PEM_FILE_BYTES: u64 = 1024 * 1024;
 
 /// The `User-Agent` sent with every request: `kevents/<version>`.
 pub const USER_AGENT: &str = concat!("kevents/", env!("CARGO_PKG_VERSION"));
 
-/// Why a configuration could not be loaded or used. Messages never contain credentials.
+/// Why a configuration could not be loaded or used. Messages never contain credentials: no
+/// token, password, key or URL user information, and no line of a kubeconfig.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The cluster URL is not an absolute `http(s)://` URL.
-    #[error("invalid cluster URL {url:?}: {reason}")]
+    /// A URL is not an absolute `http(s)://` URL with a host.
+    #[error("{origin}: invalid URL {url}: {reason}")]
     Url {
-        /// The offending URL.
+        /// Where the URL comes from (`cluster URL`, `kubeconfig FILE: clusters["c"].cluster.server`, ...).
+        origin: String,
+        /// The URL, its user information replaced by `***`.
         url: String,
         /// What is wrong with it.
         reason: String,
     },
-    /// Loading the kubeconfig failed (missing file, unknown context, bad YAML, ...).
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(#[from] kube::config::KubeconfigError),
-    /// Loading the in-cluster configuration failed (not running in a pod?).
+    /// The cluster URL carries user information (`https://user:token@host`). Credentials
+    /// belong in the kubeconfig's user entry (`token`, `tokenFile`, `username`/`password`) or
+    /// in [`HttpConfig::auth`].
+    #[error(
+        "{origin}: the server URL {url} carries credentials; put them in the user entry (token, tokenFile, username/password), not in the URL"
+    )]
+    CredentialsInUrl {
+        /// Where the URL comes from.
+        origin: String,
+        /// The URL, its user information replaced by `***`.
+        url: String,
+    },
+    /// A kubeconfig is not valid YAML or does not have the kubeconfig's shape. The kubeconfig
+    /// text is never quoted.
+    #[error("kubeconfig {file}, line {line}, column {column}: {problem}")]
+    KubeconfigSyntax {
+        /// The file (or `kubeconfig text` for [`HttpConfig::from_kubeconfig_yaml`]).
+        file: String,
+        /// 1-based line (0: unknown).
+        line: u64,
+        /// 1-based column (0: unknown).
+        column: u64,
+        /// What is wrong, quoted values left out.
+        problem: String,
+    },
+    /// A kubeconfig entry is missing or cannot be used (unknown context, cluster without a
+    /// server, files that cannot be merged, ...).
+    #[error("kubeconfig {file}: {field}: {problem}")]
+    Kubeconfig {
+        /// The file(s).
+        file: String,
+        /// The entry, e.g. `contexts["prod"]` or `clusters["c"].cluster.server`.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The in-cluster configuration cannot be loaded (not running in a pod?).
     #[error("in-cluster config: {0}")]
-    InCluster(#[from] kube::config::InClusterError),
+    InCluster(String),
     /// Neither a kubeconfig nor an in-cluster configuration was found.
-    #[error("no configuration found: {0}")]
-    Infer(#[from] kube::config::InferConfigError),
+    #[error("no configuration found: {kubeconfig}; and {in_cluster}")]
+    Infer {
+        /// Why no kubeconfig was loaded.
+        kubeconfig: Box<ConfigError>,
+        /// Why the in-cluster configuration was not loaded.
+        in_cluster: Box<ConfigError>,
+    },
     /// A file named by the configuration could not be read.
-    #[error("cannot read {what} {path}: {source}")]
+    #[error("cannot read {what} {}: {source}", .path.display())]
     Read {
         /// What the file holds (`client certificate`, `token file`, ...).
         what: &'static str,
@@ -54,12 +117,45 @@ pub enum ConfigError {
         /// The IO error.
         source: std::io::Error,
     },
+    /// A file named by the configuration is larger than its limit (an endless file such as
+    /// `/dev/zero` is refused once the limit is reached).
+    #[error("{what} {} is larger than {limit} bytes", .path.display())]
+    TooLarge {
+        /// What the file holds.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The limit ([`MAX_KUBECONFIG_BYTES`], [`MAX_TOKEN_FILE_BYTES`],
+        /// [`MAX_PEM_FILE_BYTES`]).
+        limit: u64,
+    },
     /// A base64 `*-data` field does not decode.
     #[error("{0} is not valid base64")]
     Base64(&'static str),
     /// PEM certificates or keys could not be parsed or used.
     #[error("TLS configuration: {0}")]
     Tls(String),
+    /// Credentials (token, token file, basic auth) for a plain `http://` server: they would
+    /// cross the network in clear text. Refused unless the server is on loopback and
+    /// [`HttpConfig::allow_credentials_over_loopback_http`] is set.
+    #[error(
+        "{origin}: refusing to send credentials to {url} over plain http; use an https:// server"
+    )]
+    CredentialsOverHttp {
+        /// Where the configuration comes from.
+        origin: String,
+        /// The server URL.
+        url: String,
+    },
+    /// `insecure-skip-tls-verify` together with a CA: contradictory (client-go refuses it
+    /// too: "specifying a root certificates file with the insecure flag is not allowed").
+    #[error(
+        "{origin}: insecure-skip-tls-verify together with a certificate authority is not allowed; remove one of them"
+    )]
+    InsecureWithCa {
+        /// Where the configuration comes from.
+        origin: String,
+    },
     /// The configuration asks for something this crate does not implement.
     #[error("unsupported configuration: {0}")]
     Unsupported(String),
@@ -76,9 +172,10 @@ pub enum Auth {
     None,
     /// A static bearer token.
     Bearer(SecretString),
-    /// A bearer token read from a file and read again when it may have rotated: at most
-    /// every `refresh` (so a rotated service-account token is picked up), and at once when the
-    /// server answers 401 (the request is then sent once more if the file changed).
+    /// A bearer token read from a file (at most [`MAX_TOKEN_FILE_BYTES`]) and read again
+    /// when it may have rotated: at most every `refresh` (so a rotated service-account token
+    /// is picked up), and at once when the server answers 401 (the request is then sent once
+    /// more if the file changed).
     BearerFile {
         /// The token file (in a pod: `/var/run/secrets/kubernetes.io/serviceaccount/token`).
         path: PathBuf,
@@ -92,6 +189,13 @@ pub enum Auth {
         /// Password.
         password: SecretString,
     },
+}
+
+impl Auth {
+    /// Whether requests carry a credential (token or password).
+    pub fn sends_credentials(&self) -> bool {
+        !matches!(self, Auth::None)
+    }
 }
 
 /// A TLS client certificate and its private key, both PEM. `Debug` hides the key.
@@ -140,7 +244,7 @@ pub struct Impersonation {
 }
 
 /// Everything [`crate::HttpSink`] needs. Fields are public; the `with_*` methods chain.
-/// `Debug` shows no credential.
+/// `Debug` shows no credential (URLs without their user information).
 ///
 /// ```
 /// use std::time::Duration;
@@ -152,9 +256,10 @@ pub struct Impersonation {
 /// let sink = HttpSink::new(config)?;
 /// # Ok::<(), kevents_http::ConfigError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpConfig {
     /// The apiserver, e.g. `https://10.0.0.1:443`. A path prefix (as behind a proxy) is kept.
+    /// Must not carry user information ([`ConfigError::CredentialsInUrl`]).
     pub cluster_url: Url,
     /// The kubeconfig context's namespace, or the pod's (informational: events carry their
     /// own namespace).
@@ -162,34 +267,116 @@ pub struct HttpConfig {
     /// CA certificates (DER) that replace the system roots, as client-go does with
     /// `certificate-authority(-data)`. `None`: the system's trust store.
     pub root_certs: Option<Vec<Vec<u8>>>,
-    /// Do not verify the server certificate (kubeconfig `insecure-skip-tls-verify`).
+    /// Do not verify the server certificate (kubeconfig `insecure-skip-tls-verify`). Not
+    /// allowed together with `root_certs` ([`ConfigError::InsecureWithCa`]).
     pub insecure_skip_tls_verify: bool,
     /// Verify the server certificate against this name instead of the URL's host
     /// (kubeconfig `tls-server-name`).
     pub tls_server_name: Option<String>,
-    /// How requests authenticate.
+    /// How requests authenticate. Credentials need an `https://` cluster URL
+    /// ([`ConfigError::CredentialsOverHttp`]).
     pub auth: Auth,
     /// TLS client certificate.
     pub client_identity: Option<ClientIdentity>,
     /// Impersonation headers.
     pub impersonation: Option<Impersonation>,
-    /// An HTTP(S) proxy (kubeconfig `proxy-url`). Environment proxies are never used.
+    /// An HTTP(S) proxy (kubeconfig `proxy-url`). Environment proxies are never used. Its user
+    /// information, if any, is used for the proxy and never shown.
     pub proxy_url: Option<Url>,
     /// Per-request timeout, from connecting to the end of the response body.
     pub request_timeout: Duration,
     /// TCP and TLS connect timeout.
     pub connect_timeout: Duration,
-    /// Largest response body read; a larger one is an error.
+    /// Largest response body read ([`DEFAULT_MAX_RESPONSE_BYTES`]). A larger error answer is
+    /// classified by its code alone; a larger 2xx answer to a create or patch counts as
+    /// stored (see `docs/http.md`); any other larger answer is an error.
     pub max_response_bytes: usize,
+    /// Most pages one list reads ([`DEFAULT_MAX_LIST_PAGES`]).
+    pub max_list_pages: usize,
+    /// Most response bytes one list reads, all pages together ([`DEFAULT_MAX_LIST_BYTES`]).
+    pub max_list_bytes: usize,
+    /// Allow credentials over plain `http://` when the cluster URL's host is a loopback
+    /// address (`127.0.0.0/8`, `::1`, `localhost`): for tests against a local simulator only.
+    /// Credentials to any other `http://` host are refused whatever this says.
+    pub allow_credentials_over_loopback_http: bool,
     /// `User-Agent` header.
     pub user_agent: String,
 }
 
-fn parse_url(url: &str) -> Result<Url, ConfigError> {
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("cluster_url", &redact_url(&self.cluster_url))
+            .field("default_namespace", &self.default_namespace)
+            .field("root_certs", &self.root_certs.as_ref().map(Vec::len))
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("auth", &self.auth)
+            .field("client_identity", &self.client_identity)
+            .field("impersonation", &self.impersonation)
+            .field("proxy_url", &self.proxy_url.as_ref().map(redact_url))
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("max_list_pages", &self.max_list_pages)
+            .field("max_list_bytes", &self.max_list_bytes)
+            .field(
+                "allow_credentials_over_loopback_http",
+                &self.allow_credentials_over_loopback_http,
+            )
+            .field("user_agent", &self.user_agent)
+            .finish()
+    }
+}
+
+/// A URL as text for messages and logs: user information (`user:password@`) replaced by
+/// `***`, control characters escaped, at most 512 characters. Works on text that does not
+/// parse as a URL too.
+///
+/// ```
+/// use kevents_http::config::redact_url_text;
+/// assert_eq!(redact_url_text("https://admin:s3cr3t@k8s.example:6443/x"), "https://***@k8s.example:6443/x");
+/// assert_eq!(redact_url_text("https://user:bad token@host"), "https://***@host");
+/// assert_eq!(redact_url_text("https://k8s.example"), "https://k8s.example");
+/// ```
+pub fn redact_url_text(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    let text = match url[start..end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..start], &url[start + at..]),
+        None => url.to_owned(),
+    };
+    sanitize_server_text_to(&text, 512)
+}
+
+/// [`redact_url_text`] of a parsed URL.
+pub fn redact_url(url: &Url) -> String {
+    redact_url_text(url.as_str())
+}
+
+/// Parses an apiserver URL: absolute `http(s)://` with a host and no user information;
+/// query and fragment dropped. Errors name `origin`.
+pub(crate) fn parse_cluster_url(url: &str, origin: &str) -> Result<Url, ConfigError> {
     let bad = |reason: &str| ConfigError::Url {
-        url: url.to_owned(),
+        origin: origin.to_owned(),
+        url: redact_url_text(url),
         reason: reason.to_owned(),
     };
+    let authority_has_at = {
+        let start = url.find("://").map_or(0, |i| i + 3);
+        let end = url[start..]
+            .find(['/', '?', '#'])
+            .map_or(url.len(), |i| start + i);
+        url[start..end].contains('@')
+    };
+    if authority_has_at {
+        return Err(ConfigError::CredentialsInUrl {
+            origin: origin.to_owned(),
+            url: redact_url_text(url),
+        });
+    }
     let mut parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(bad("scheme must be http or https"));
@@ -197,20 +384,36 @@ fn parse_url(url: &str) -> Result<Url, ConfigError> {
     if parsed.host().is_none() {
         return Err(bad("no host"));
     }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(bad("credentials in the URL are not supported"));
-    }
     parsed.set_query(None);
     parsed.set_fragment(None);
     Ok(parsed)
 }
 
-fn read_file(what: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|source| ConfigError::Read {
+/// Reads at most `limit` bytes of `path`; a longer (or endless) file is
+/// [`ConfigError::TooLarge`] once `limit + 1` bytes were read.
+pub(crate) fn read_capped(
+    what: &'static str,
+    path: &Path,
+    limit: u64,
+) -> Result<Vec<u8>, ConfigError> {
+    let read = |source| ConfigError::Read {
         what,
         path: path.to_owned(),
         source,
-    })
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let mut buf = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(read)?;
+    if buf.len() as u64 > limit {
+        return Err(ConfigError::TooLarge {
+            what,
+            path: path.to_owned(),
+            limit,
+        });
+    }
+    Ok(buf)
 }
 
 /// Parses every `CERTIFICATE` block of a PEM bundle into DER.
@@ -219,11 +422,26 @@ pub(crate) fn pem_certs(pem: &[u8]) -> Result<Vec<Vec<u8>>, ConfigError> {
     let certs = rustls_pki_types::CertificateDer::pem_slice_iter(pem)
         .map(|c| c.map(|c| c.to_vec()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| ConfigError::Tls(format!("bad PEM certificate: {e}")))?;
+        .map_err(|e| {
+            ConfigError::Tls(format!(
+                "bad PEM certificate: {}",
+                sanitize_server_text_to(&e.to_string(), 200)
+            ))
+        })?;
     if certs.is_empty() {
         return Err(ConfigError::Tls("no PEM certificate found".into()));
     }
     Ok(certs)
+}
+
+/// Whether `url`'s host is a loopback address or `localhost`.
+fn is_loopback(url: &Url) -> bool {
+    let host = url.host_str().unwrap_or("");
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
 }
 
 impl HttpConfig {
@@ -234,10 +452,20 @@ impl HttpConfig {
     /// let c = kevents_http::HttpConfig::new("http://127.0.0.1:8080").unwrap();
     /// assert_eq!(c.cluster_url.as_str(), "http://127.0.0.1:8080/");
     /// assert!(kevents_http::HttpConfig::new("ftp://x").is_err());
+    /// let err = kevents_http::HttpConfig::new("https://me:s3cr3t@h").unwrap_err();
+    /// assert!(!err.to_string().contains("s3cr3t"));
     /// ```
     pub fn new(cluster_url: &str) -> Result<Self, ConfigError> {
-        Ok(HttpConfig {
-            cluster_url: parse_url(cluster_url)?,
+        Ok(Self::for_url(parse_cluster_url(
+            cluster_url,
+            "cluster URL",
+        )?))
+    }
+
+    /// The defaults of [`HttpConfig::new`] for a parsed URL.
+    pub(crate) fn for_url(cluster_url: Url) -> Self {
+        HttpConfig {
+            cluster_url,
             default_namespace: "default".into(),
             root_certs: None,
             insecure_skip_tls_verify: false,
@@ -249,167 +477,58 @@ impl HttpConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_list_pages: DEFAULT_MAX_LIST_PAGES,
+            max_list_bytes: DEFAULT_MAX_LIST_BYTES,
+            allow_credentials_over_loopback_http: false,
             user_agent: USER_AGENT.into(),
-        })
-    }
-
-    /// Like `kubectl`: the kubeconfig from `$KUBECONFIG` or `~/.kube/config` (current
-    /// context), else the in-cluster service account.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), kevents_http::ConfigError> {
-    /// let config = kevents_http::HttpConfig::infer().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn infer() -> Result<Self, ConfigError> {
-        Self::from_kube(kube::Config::infer().await?)
-    }
-
-    /// A kubeconfig: `path`, or `$KUBECONFIG` (several files merged, as kubectl does) /
-    /// `~/.kube/config` when `None`; `context`, or the current context when `None`.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), kevents_http::ConfigError> {
-    /// use std::path::Path;
-    /// let config = kevents_http::HttpConfig::from_kubeconfig(
-    ///     Some(Path::new("/etc/kevents/kubeconfig")), Some("prod")).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn from_kubeconfig(
-        path: Option<&Path>,
-        context: Option<&str>,
-    ) -> Result<Self, ConfigError> {
-        let options = kube::config::KubeConfigOptions {
-            context: context.map(str::to_owned),
-            ..Default::default()
-        };
-        let config = match path {
-            Some(path) => {
-                let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
-            }
-            None => kube::Config::from_kubeconfig(&options).await?,
-        };
-        Self::from_kube(config)
-    }
-
-    /// A kubeconfig given as YAML text (relative file paths in it are relative to the
-    /// current directory).
-    ///
-    /// ```
-    /// # tokio_test_block_on(async {
-    /// let yaml = r#"
-    /// apiVersion: v1
-    /// kind: Config
-    /// clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
-    /// users: [{name: u, user: {token: s3cr3t}}]
-    /// contexts: [{name: x, context: {cluster: c, user: u, namespace: ns}}]
-    /// current-context: x
-    /// "#;
-    /// let config = kevents_http::HttpConfig::from_kubeconfig_yaml(yaml, None).await.unwrap();
-    /// assert_eq!(config.default_namespace, "ns");
-    /// assert!(!format!("{config:?}").contains("s3cr3t"));
-    /// # });
-    /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) }
-    /// ```
-    pub async fn from_kubeconfig_yaml(
-        yaml: &str,
-        context: Option<&str>,
-    ) -> Result<Self, ConfigError> {
-        let options = kube::config::KubeConfigOptions {
-            context: context.map(str::to_owned),
-            ..Default::default()
-        };
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(yaml)?;
-        Self::from_kube(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?)
-    }
-
-    /// The pod's service account: `KUBERNETES_SERVICE_HOST`/`_PORT`, the mounted CA, the
-    /// namespace file, and the token file (re-read every [`DEFAULT_TOKEN_REFRESH`], so the
-    /// kubelet's token rotation is picked up).
-    ///
-    /// ```no_run
-    /// let config = kevents_http::HttpConfig::incluster()?;
-    /// # Ok::<(), kevents_http::ConfigError>(())
-    /// ```
-    pub fn incluster() -> Result<Self, ConfigError> {
-        Self::from_kube(kube::Config::incluster()?)
-    }
-
-    /// Converts a configuration loaded by `kube`. Exec credential plugins and
-    /// `auth-provider` entries are refused ([`ConfigError::Unsupported`]); a static token
-    /// wins over a token file, as in client-go.
-    pub fn from_kube(config: kube::Config) -> Result<Self, ConfigError> {
-        let mut out = HttpConfig::new(&config.cluster_url.to_string())?;
-        out.default_namespace = config.default_namespace;
-        out.root_certs = config.root_cert;
-        out.insecure_skip_tls_verify = config.accept_invalid_certs;
-        out.tls_server_name = config.tls_server_name;
-        if let Some(proxy) = config.proxy_url {
-            let s = proxy.to_string();
-            out.proxy_url = Some(Url::parse(&s).map_err(|e| ConfigError::Url {
-                url: s,
-                reason: e.to_string(),
-            })?);
         }
-        let a = config.auth_info;
-        if a.exec.is_some() {
-            return Err(ConfigError::Unsupported(
-                "exec credential plugins (users[].user.exec); use a token, token file or client certificate".into(),
-            ));
-        }
-        if a.auth_provider.is_some() {
-            return Err(ConfigError::Unsupported(
-                "auth-provider entries (users[].user.auth-provider)".into(),
-            ));
-        }
-        out.auth = if let Some(token) = a.token {
-            Auth::Bearer(token)
-        } else if let Some(path) = a.token_file {
-            Auth::BearerFile {
-                path: PathBuf::from(path),
-                refresh: DEFAULT_TOKEN_REFRESH,
-            }
-        } else if let (Some(username), Some(password)) = (a.username, a.password) {
-            Auth::Basic { username, password }
-        } else {
-            Auth::None
-        };
-        let cert = match (&a.client_certificate_data, &a.client_certificate) {
-            (Some(data), _) => Some(decode_b64("client-certificate-data", data.as_bytes())?),
-            (None, Some(path)) => Some(read_file("client certificate", Path::new(path))?),
-            (None, None) => None,
-        };
-        let key = match (&a.client_key_data, &a.client_key) {
-            (Some(data), _) => Some(decode_b64(
-                "client-key-data",
-                data.expose_secret().as_bytes(),
-            )?),
-            (None, Some(path)) => Some(read_file("client key", Path::new(path))?),
-            (None, None) => None,
-        };
-        out.client_identity = match (cert, key) {
-            (Some(cert), Some(key)) => Some(ClientIdentity::from_pem(cert, key)),
-            (None, None) => None,
-            _ => {
-                return Err(ConfigError::Tls(
-                    "a client certificate needs both the certificate and the key".into(),
-                ));
-            }
-        };
-        if let Some(user) = a.impersonate {
-            out.impersonation = Some(Impersonation {
-                user,
-                uid: a.impersonate_uid,
-                groups: a.impersonate_groups.unwrap_or_default(),
+    }
+
+    /// Checks what can be checked without the network: a usable cluster URL without user
+    /// information, no credentials over plain `http://` (unless allowed for loopback), not
+    /// both `insecure_skip_tls_verify` and a CA. [`crate::HttpSink::new`] calls it; the
+    /// kubeconfig loaders too, naming the kubeconfig.
+    ///
+    /// ```
+    /// use kevents_http::{ConfigError, HttpConfig};
+    /// let clear = HttpConfig::new("http://10.0.0.1:8080")?.with_token("t");
+    /// assert!(matches!(clear.validate(), Err(ConfigError::CredentialsOverHttp { .. })));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_as("configuration")
+    }
+
+    pub(crate) fn validate_as(&self, origin: &str) -> Result<(), ConfigError> {
+        let url = &self.cluster_url;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(ConfigError::CredentialsInUrl {
+                origin: origin.to_owned(),
+                url: redact_url(url),
             });
-        } else if a.impersonate_groups.is_some_and(|g| !g.is_empty()) {
-            return Err(ConfigError::Unsupported(
-                "impersonating groups without a user".into(),
-            ));
         }
-        Ok(out)
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(ConfigError::Url {
+                origin: origin.to_owned(),
+                url: redact_url(url),
+                reason: "must be http(s):// with a host".into(),
+            });
+        }
+        if self.insecure_skip_tls_verify && self.root_certs.is_some() {
+            return Err(ConfigError::InsecureWithCa {
+                origin: origin.to_owned(),
+            });
+        }
+        if url.scheme() == "http"
+            && self.auth.sends_credentials()
+            && !(self.allow_credentials_over_loopback_http && is_loopback(url))
+        {
+            return Err(ConfigError::CredentialsOverHttp {
+                origin: origin.to_owned(),
+                url: redact_url(url),
+            });
+        }
+        Ok(())
     }
 
     /// Authenticates with a static bearer token.
@@ -434,9 +553,15 @@ impl HttpConfig {
         Ok(self)
     }
 
-    /// Trusts only the certificates of this PEM file.
+    /// Trusts only the certificates of this PEM file (at most [`MAX_PEM_FILE_BYTES`]).
+    ///
+    /// ```
+    /// let err = kevents_http::HttpConfig::new("https://h")?.with_ca_file("/dev/zero").unwrap_err();
+    /// assert!(matches!(err, kevents_http::ConfigError::TooLarge { .. }));
+    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// ```
     pub fn with_ca_file(self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        let pem = read_file("CA file", path.as_ref())?;
+        let pem = read_capped("CA file", path.as_ref(), MAX_PEM_FILE_BYTES)?;
         self.with_ca_pem(&pem)
     }
 
@@ -449,6 +574,23 @@ impl HttpConfig {
     /// Skips server certificate verification. Insecure: for test clusters only.
     pub fn with_insecure_skip_tls_verify(mut self, skip: bool) -> Self {
         self.insecure_skip_tls_verify = skip;
+        self
+    }
+
+    /// Allows credentials over plain `http://` to a loopback host (tests against a local
+    /// simulator); see [`HttpConfig::allow_credentials_over_loopback_http`].
+    ///
+    /// ```
+    /// use kevents_http::HttpConfig;
+    /// let local = HttpConfig::new("http://127.0.0.1:8080")?.with_token("t");
+    /// assert!(local.clone().with_credentials_over_loopback_http(true).validate().is_ok());
+    /// assert!(local.validate().is_err());
+    /// let remote = HttpConfig::new("http://10.0.0.1:8080")?.with_token("t");
+    /// assert!(remote.with_credentials_over_loopback_http(true).validate().is_err());
+    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// ```
+    pub fn with_credentials_over_loopback_http(mut self, allow: bool) -> Self {
+        self.allow_credentials_over_loopback_http = allow;
         self
     }
 
@@ -469,9 +611,16 @@ impl HttpConfig {
         self.max_response_bytes = bytes;
         self
     }
+
+    /// Sets the most pages and the most bytes (all pages together) one list reads.
+    pub fn with_list_limits(mut self, pages: usize, bytes: usize) -> Self {
+        self.max_list_pages = pages;
+        self.max_list_bytes = bytes;
+        self
+    }
 }
 
-fn decode_b64(what: &'static str, data: &[u8]) -> Result<Vec<u8>, ConfigError> {
+pub(crate) fn decode_b64(what: &'static str, data: &[u8]) -> Result<Vec<u8>, ConfigError> {
     let trimmed: Vec<u8> = data
         .iter()
         .copied()
@@ -480,4 +629,69 @@ fn decode_b64(what: &'static str, data: &[u8]) -> Result<Vec<u8>, ConfigError> {
     base64::engine::general_purpose::STANDARD
         .decode(trimmed)
         .map_err(|_| ConfigError::Base64(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_user_information_is_refused_and_never_shown() {
+        for url in [
+            "https://user:t0ken@h:6443",
+            "https://t0ken@h",
+            "https://user:t0k en@h/x",
+            "user:t0ken@h:6443",
+            "https://user:t0ken@[::1",
+        ] {
+            let err = HttpConfig::new(url).unwrap_err();
+            let text = format!("{err} {err:?}");
+            assert!(
+                matches!(err, ConfigError::CredentialsInUrl { .. }),
+                "{text}"
+            );
+            assert!(!text.contains("t0k"), "{text}");
+        }
+        // Set by hand on the public field: refused by validate, hidden by Debug.
+        let mut c = HttpConfig::new("https://h").unwrap();
+        c.cluster_url = Url::parse("https://user:t0ken@h").unwrap();
+        c.proxy_url = Some(Url::parse("http://proxy-user:pr0xy@proxy:3128").unwrap());
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("t0ken") && !debug.contains("pr0xy"),
+            "{debug}"
+        );
+        let err = c.validate().unwrap_err();
+        assert!(!format!("{err} {err:?}").contains("t0ken"));
+    }
+
+    #[test]
+    fn capped_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"12345").unwrap();
+        assert_eq!(read_capped("f", &p, 5).unwrap(), b"12345");
+        assert!(matches!(
+            read_capped("f", &p, 4),
+            Err(ConfigError::TooLarge { limit: 4, .. })
+        ));
+        assert!(matches!(
+            read_capped("f", &dir.path().join("missing"), 4),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for (u, want) in [
+            ("http://127.0.0.1:1", true),
+            ("http://127.3.2.1:1", true),
+            ("http://[::1]:1", true),
+            ("http://LOCALHOST:1", true),
+            ("http://10.0.0.1:1", false),
+            ("http://localhost.example:1", false),
+        ] {
+            assert_eq!(is_loopback(&Url::parse(u).unwrap()), want, "{u}");
+        }
+    }
 }

@@ -6,9 +6,9 @@
 use http::Method;
 use kevents_core::{Event, EventSink, SinkError, SinkFuture};
 use reqwest::Url;
-use serde::Deserialize;
 
 use crate::client::{Answer, Body, HttpSink, decode_event_of, status_error};
+use crate::list::ListError;
 
 /// Path segments of the core/v1 API.
 const CORE_V1: &[&str] = &["api", "v1"];
@@ -27,7 +27,14 @@ impl HttpSink {
 
     fn patch_fut(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         let meta = &event.metadata;
-        self.patch_at(CORE_V1, &meta.namespace, &meta.name, patch, None)
+        self.patch_at(
+            CORE_V1,
+            &meta.namespace,
+            &meta.name,
+            patch,
+            None,
+            event.clone(),
+        )
     }
 
     /// `GET` of one event.
@@ -43,7 +50,7 @@ impl HttpSink {
     /// ```
     pub async fn get_event(&self, namespace: &str, name: &str) -> Result<Event, SinkError> {
         let url = self.events_url(namespace, Some(name))?;
-        decode_event(self.send(Method::GET, url, Body::Empty).await?)
+        decode_event(self.send(Method::GET, url, &Body::Empty).await?)
     }
 
     /// `DELETE` of one event (what the server's TTL does; used by tests).
@@ -55,7 +62,7 @@ impl HttpSink {
     /// ```
     pub async fn delete_event(&self, namespace: &str, name: &str) -> Result<(), SinkError> {
         let url = self.events_url(namespace, Some(name))?;
-        let answer = self.send(Method::DELETE, url, Body::Empty).await?;
+        let answer = self.send(Method::DELETE, url, &Body::Empty).await?;
         if answer.status.is_success() {
             Ok(())
         } else {
@@ -63,54 +70,21 @@ impl HttpSink {
         }
     }
 
-    /// Every event of `namespace` (all namespaces for `""`), read in pages of 250 so that
-    /// each response stays under the body limit.
+    /// Every event of `namespace` (all namespaces for `""`), read in pages of
+    /// [`LIST_PAGE_SIZE`](crate::config::LIST_PAGE_SIZE), within the list limits
+    /// ([`HttpConfig::max_list_pages`](crate::HttpConfig::max_list_pages) and
+    /// [`max_list_bytes`](crate::HttpConfig::max_list_bytes)); a server that repeats a
+    /// `continue` token is an error ([`ListError::RepeatedContinue`]), not an endless loop.
     ///
     /// ```no_run
-    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_core::SinkError> {
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_http::ListError> {
     /// for e in sink.list_events("default").await? {
     ///     println!("{} {} x{} {}", e.type_, e.reason, e.count, e.message);
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, SinkError> {
-        #[derive(Deserialize)]
-        struct ListMeta {
-            #[serde(default, rename = "continue")]
-            cont: String,
-        }
-        #[derive(Deserialize)]
-        struct EventList {
-            #[serde(default)]
-            items: Vec<Event>,
-            metadata: Option<ListMeta>,
-        }
-        let mut out = Vec::new();
-        let mut cont = String::new();
-        loop {
-            let mut url = self.events_url(namespace, None)?;
-            url.query_pairs_mut().append_pair("limit", "250");
-            if !cont.is_empty() {
-                url.query_pairs_mut().append_pair("continue", &cont);
-            }
-            let answer = self.send(Method::GET, url, Body::Empty).await?;
-            if !answer.status.is_success() {
-                return Err(status_error(&answer));
-            }
-            if answer.oversized {
-                return Err(SinkError::UnexpectedObject(format!(
-                    "event list page larger than {} bytes",
-                    self.inner.max_body
-                )));
-            }
-            let list: EventList = serde_json::from_slice(&answer.body)
-                .map_err(|e| SinkError::UnexpectedObject(format!("not an EventList: {e}")))?;
-            out.extend(list.items);
-            cont = list.metadata.map(|m| m.cont).unwrap_or_default();
-            if cont.is_empty() {
-                return Ok(out);
-            }
-        }
+    pub async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, ListError> {
+        self.list_all(CORE_V1, namespace).await
     }
 }
 

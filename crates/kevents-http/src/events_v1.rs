@@ -7,7 +7,8 @@ use http::Method;
 use kevents_core::SinkError;
 use kevents_core::events_v1::{self, EventsV1Sink, V1SinkFuture};
 
-use crate::client::{Answer, Body, HttpSink, decode_event_of, status_error};
+use crate::client::{Answer, Body, HttpSink, decode_event_of};
+use crate::list::ListError;
 
 /// Path segments of the `events.k8s.io/v1` API.
 const EVENTS_V1: &[&str] = &["apis", "events.k8s.io", "v1"];
@@ -51,13 +52,14 @@ impl HttpSink {
         name: &str,
     ) -> Result<events_v1::Event, SinkError> {
         let url = self.events_v1_url(namespace, Some(name))?;
-        decode_event_v1(self.send(Method::GET, url, Body::Empty).await?)
+        decode_event_v1(self.send(Method::GET, url, &Body::Empty).await?)
     }
 
-    /// `GET` of every `events.k8s.io/v1` event of a namespace (not paginated).
+    /// Every `events.k8s.io/v1` event of a namespace (all for `""`), paginated and bounded
+    /// like [`HttpSink::list_events`].
     ///
     /// ```no_run
-    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_core::SinkError> {
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_http::ListError> {
     /// for e in sink.list_events_v1("default").await? {
     ///     println!("{} {:?}", e.metadata.name, e.series.map(|s| s.count));
     /// }
@@ -66,20 +68,8 @@ impl HttpSink {
     pub async fn list_events_v1(
         &self,
         namespace: &str,
-    ) -> Result<Vec<events_v1::Event>, SinkError> {
-        let url = self.events_v1_url(namespace, None)?;
-        let answer = self.send(Method::GET, url, Body::Empty).await?;
-        if !answer.status.is_success() {
-            return Err(status_error(&answer));
-        }
-        #[derive(serde::Deserialize)]
-        struct List {
-            #[serde(default)]
-            items: Vec<events_v1::Event>,
-        }
-        serde_json::from_slice::<List>(&answer.body)
-            .map(|l| l.items)
-            .map_err(|e| SinkError::UnexpectedObject(format!("malformed EventList: {e}")))
+    ) -> Result<Vec<events_v1::Event>, ListError> {
+        self.list_all(EVENTS_V1, namespace).await
     }
 }
 
@@ -125,6 +115,7 @@ impl EventsV1Sink for HttpSink {
             &meta.name,
             patch,
             Some(events_v1::API_VERSION),
+            event.clone(),
         )
     }
 }

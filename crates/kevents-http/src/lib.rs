@@ -4,13 +4,18 @@
 //! `events.k8s.io/v1`, over `reqwest` with rustls (crypto provider `ring`).
 //!
 //! Source layout: `client.rs` (the HTTP client both APIs share: requests, authentication,
-//! TLS via `tls.rs`, bounded body reads, `Status` decoding), `core_v1.rs` (core/v1 events),
-//! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` and `auth.rs`.
+//! TLS via `tls.rs`, bounded body reads, sanitised `Status` decoding), `list.rs` (bounded,
+//! paginated lists of both APIs, [`ListError`]), `core_v1.rs` (core/v1 events),
+//! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` ([`HttpConfig`],
+//! its checks and limits, [`ConfigError`]), `kubeconfig.rs` (kubeconfig and in-cluster
+//! loading) and `auth.rs` (the `Authorization` header, token files).
 //!
-//! Configuration comes from a kubeconfig or the in-cluster service account (both loaded by
-//! `kube`'s config module, feature `config` only) or is built by hand ([`HttpConfig`]).
-//! See `docs/http.md` for TLS, authentication, the security guarantees and how errors are
-//! classified.
+//! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
+//! feature `config` only) or the in-cluster service account, or is built by hand
+//! ([`HttpConfig`]). Every file and answer is read with a size limit, credentials are only
+//! sent over HTTPS, and no credential or raw server text reaches an error or a log line.
+//! See `docs/http.md` for TLS, authentication, the limits, the security guarantees and how
+//! errors are classified.
 //!
 //! `kube`'s config module depends on `k8s-openapi`, which needs exactly one Kubernetes
 //! version feature enabled in the final build. This library enables none: a binary that
@@ -40,8 +45,11 @@ mod client;
 pub mod config;
 mod core_v1;
 mod events_v1;
+mod kubeconfig;
+mod list;
 mod tls;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
+pub use list::ListError;
 pub use secrecy;

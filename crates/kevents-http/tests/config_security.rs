@@ -57,6 +57,11 @@ fn event(name: &str) -> Event {
     e
 }
 
+/// A configuration for a TLS simulator, trusting its certificate.
+fn trusted(sim: &kevents_sim::SimHandle) -> Result<HttpConfig, ConfigError> {
+    HttpConfig::new(&sim.url())?.with_ca_pem(sim.ca_pem().unwrap_or_default().as_bytes())
+}
+
 fn self_signed() -> (String, String) {
     let c = rcgen::generate_simple_self_signed(vec!["client".to_owned()]).unwrap();
     (c.cert.pem(), c.signing_key.serialize_pem())
@@ -70,7 +75,7 @@ async fn tokens_and_keys_never_appear_in_debug_errors_or_logs() {
     let nobody = sim.nobody_token().unwrap().to_owned();
     let (cert, key) = self_signed();
 
-    let config = HttpConfig::new(&sim.url())
+    let config = trusted(&sim)
         .unwrap()
         .with_token(admin.clone())
         .with_client_identity(ClientIdentity::from_pem(
@@ -78,19 +83,9 @@ async fn tokens_and_keys_never_appear_in_debug_errors_or_logs() {
             key.clone().into_bytes(),
         ));
     let sink = HttpSink::new(config.clone()).unwrap();
-    let nobody_sink = HttpSink::new(
-        HttpConfig::new(&sim.url())
-            .unwrap()
-            .with_token(nobody.clone()),
-    )
-    .unwrap();
-    let wrong = HttpSink::new(
-        HttpConfig::new(&sim.url())
-            .unwrap()
-            .with_token("wrong-token-value-123"),
-    )
-    .unwrap();
-    let basic = HttpConfig::new(&sim.url()).unwrap();
+    let nobody_sink = HttpSink::new(trusted(&sim).unwrap().with_token(nobody.clone())).unwrap();
+    let wrong = HttpSink::new(trusted(&sim).unwrap().with_token("wrong-token-value-123")).unwrap();
+    let basic = trusted(&sim).unwrap();
     let basic = HttpConfig {
         auth: kevents_http::Auth::Basic {
             username: "u".into(),
@@ -156,7 +151,7 @@ async fn token_file_is_reread_when_it_rotates() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     writeln!(file, "{}", sim.nobody_token().unwrap()).unwrap();
     let sink = HttpSink::new(
-        HttpConfig::new(&sim.url())
+        trusted(&sim)
             .unwrap()
             .with_token_file(file.path(), Duration::from_secs(3600)),
     )
@@ -179,7 +174,7 @@ async fn token_file_is_reread_when_it_rotates() {
     sink.create(&event("rot.2")).await.unwrap();
     // A missing file before any successful read is a retryable error.
     let missing = HttpSink::new(
-        HttpConfig::new(&sim.url())
+        trusted(&sim)
             .unwrap()
             .with_token_file("/nonexistent/token", Duration::from_secs(60)),
     )
@@ -262,12 +257,13 @@ async fn kubeconfig_files_and_contexts() {
     let dir = tempfile::tempdir().unwrap();
     let token_path = dir.path().join("token");
     std::fs::write(&token_path, sim.admin_token().unwrap()).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), sim.ca_pem().unwrap()).unwrap();
     let yaml = format!(
         r#"apiVersion: v1
 kind: Config
 clusters:
 - name: sim
-  cluster: {{server: "{url}"}}
+  cluster: {{server: "{url}", certificate-authority: ca.crt}}
 users:
 - name: admin
   user: {{tokenFile: token}}
@@ -322,7 +318,7 @@ current-context: admin
     );
     let unknown = HttpConfig::from_kubeconfig(Some(&path), Some("nope")).await;
     assert!(
-        matches!(unknown, Err(ConfigError::Kubeconfig(_))),
+        matches!(unknown, Err(ConfigError::Kubeconfig { .. })),
         "{unknown:?}"
     );
 }

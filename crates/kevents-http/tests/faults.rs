@@ -193,13 +193,29 @@ async fn response_bodies_are_size_limited() {
             .with_max_response_bytes(64),
     )
     .unwrap();
-    let err = sink.create(&event("big.1")).await.unwrap_err();
-    assert!(matches!(err, SinkError::UnexpectedObject(_)), "{err:?}");
-    // The write itself happened; only the answer was too large to read.
+    // The write happened (201); only the answer was too large to read: the event counts as
+    // stored, as it was sent (no server-set fields).
+    let stored = sink.create(&event("big.1")).await.unwrap();
+    assert_eq!(stored.metadata.name, "big.1");
+    assert!(stored.metadata.resource_version.is_empty());
     assert_eq!(sim.events().len(), 1);
     // An error answer too large to read is still classified by its code.
     let err = sink.create(&event("big.1")).await.unwrap_err();
     assert_eq!(err.code(), Some(409));
+    // Any other 2xx too large to read is an error.
+    let err = sink.get_event("default", "big.1").await.unwrap_err();
+    assert!(matches!(err, SinkError::UnexpectedObject(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_hits_the_request_timeout() {
+    let (sim, sink) = setup(Duration::from_millis(300)).await;
+    sim.set_faults(Faults::unresponsive());
+    let err = sink.create(&event("mute.1")).await.unwrap_err();
+    assert_eq!(err, SinkError::Timeout(Duration::from_millis(300)));
+    assert!(sim.events().is_empty());
+    sim.clear_faults();
+    assert!(sink.create(&event("mute.1")).await.is_ok());
 }
 
 #[tokio::test]

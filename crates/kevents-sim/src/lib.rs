@@ -24,7 +24,11 @@
 //! Faults ([`Faults`]): added latency, an error status (429 with `Retry-After`, 5xx, any
 //! code, Status or plain-text body) for the next N requests, TCP resets in the middle of
 //! the next N requests, and refusing connections for a while (the listener is closed, open
-//! connections are reset, and the same port is bound again later).
+//! connections are reset, and the same port is bound again later). Hostile-server modes:
+//! event lists that never end ([`ListFault`]), success answers padded past a client's size
+//! limit, events stored with a message of the test's choosing (escapes, CR/LF), raw JSON
+//! error bodies ([`FaultBody::Json`], e.g. a `Status` whose message carries escapes), and a
+//! server that accepts connections but never answers.
 //!
 //! The server runs on its own thread with its own tokio runtime, so it works from any caller:
 //! an actix `System`, a current-thread or multi-thread tokio runtime, or plain threads
@@ -88,6 +92,19 @@ pub enum FaultBody {
     Status,
     /// Plain text, as a proxy or load balancer in front of the apiserver would send.
     Text(String),
+    /// This JSON text as it is (`Content-Type: application/json`), e.g. a `Status` with a
+    /// hostile message ([`Faults::error_status`]).
+    Json(String),
+}
+
+/// Event lists that never end (`GET` of the events of either API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListFault {
+    /// Every list answer is the first page with the same `continue` token.
+    RepeatContinue,
+    /// Every list answer is the first page with a fresh `continue` token, forever.
+    EndlessContinue,
 }
 
 /// An error answer injected instead of handling the request.
@@ -115,6 +132,20 @@ pub struct Faults {
     pub resets: u64,
     /// Answer requests with an error instead of handling them.
     pub error: Option<ErrorFault>,
+    /// Event lists never end.
+    pub list: Option<ListFault>,
+    /// Successful answers (2xx) are padded with trailing spaces to at least this many bytes
+    /// (0: off), as an echo larger than a client's response size limit. The request itself
+    /// is handled normally (the event is stored).
+    pub pad_success_to: usize,
+    /// Events created while this is set are stored (and echoed) with this message (core/v1
+    /// `message`, events.k8s.io/v1 `note`) instead of the one sent, e.g. text with escapes,
+    /// CR or LF.
+    pub stored_message: Option<String>,
+    /// Accept connections but never answer: no TLS handshake and no HTTP answer on new
+    /// connections, no answer to requests on open ones, until the connection is closed or the
+    /// fault is removed (requests already waiting stay unanswered).
+    pub unresponsive: bool,
 }
 
 impl Faults {
@@ -165,6 +196,51 @@ impl Faults {
     pub fn latency(latency: Duration) -> Self {
         Faults {
             latency,
+            ..Faults::default()
+        }
+    }
+
+    /// The next `times` requests are answered `code` with a `Status` of this reason and
+    /// message (any text: escapes, CR/LF, ...).
+    ///
+    /// ```
+    /// let f = kevents_sim::Faults::error_status(500, 1, "InternalError", "\u{1b}[2Jboom\r\n");
+    /// assert!(matches!(f.error.unwrap().body, kevents_sim::FaultBody::Json(_)));
+    /// ```
+    pub fn error_status(code: u16, times: u64, reason: &str, message: &str) -> Self {
+        let body = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code,
+            "details": {"causes": [{"reason": reason, "message": message, "field": message}]},
+        });
+        let mut f = Faults::error(code, times);
+        if let Some(e) = f.error.as_mut() {
+            e.body = FaultBody::Json(body.to_string());
+        }
+        f
+    }
+
+    /// Event lists never end (see [`ListFault`]).
+    ///
+    /// ```
+    /// use kevents_sim::{Faults, ListFault};
+    /// assert_eq!(Faults::endless_list(ListFault::RepeatContinue).list, Some(ListFault::RepeatContinue));
+    /// ```
+    pub fn endless_list(kind: ListFault) -> Self {
+        Faults {
+            list: Some(kind),
+            ..Faults::default()
+        }
+    }
+
+    /// Accept connections, never answer.
+    ///
+    /// ```
+    /// assert!(kevents_sim::Faults::unresponsive().unresponsive);
+    /// ```
+    pub fn unresponsive() -> Self {
+        Faults {
+            unresponsive: true,
             ..Faults::default()
         }
     }
@@ -261,16 +337,18 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// Like a fresh kube-apiserver 1.20: random admin and nobody tokens, only the namespaces
-    /// `default`, `kube-system`, `kube-public` and `kube-node-lease`, and `events.k8s.io/v1`
-    /// served.
+    /// Like a fresh kube-apiserver 1.20: HTTPS (a generated certificate, see
+    /// [`SimHandle::ca_pem`]; bearer tokens are never sent over plain HTTP), random admin and
+    /// nobody tokens, only the namespaces `default`, `kube-system`, `kube-public` and
+    /// `kube-node-lease`, and `events.k8s.io/v1` served.
     ///
     /// ```
     /// let c = kevents_sim::SimConfig::like_apiserver();
-    /// assert!(c.auth.is_some() && c.namespaces.is_some() && c.events_v1_served);
+    /// assert!(c.tls && c.auth.is_some() && c.namespaces.is_some() && c.events_v1_served);
     /// ```
     pub fn like_apiserver() -> Self {
         SimConfig {
+            tls: true,
             auth: Some(SimAuth::random()),
             namespaces: Some(
                 ["default", "kube-system", "kube-public", "kube-node-lease"]

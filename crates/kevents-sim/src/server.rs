@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use crate::store::{self, Reply, Store, status};
-use crate::{FaultBody, Faults, SimStats};
+use crate::store::{self, ListQuery, Reply, Store, status};
+use crate::{FaultBody, Faults, ListFault, SimStats};
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
 const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
@@ -194,6 +194,10 @@ async fn serve_connection(
         return;
     };
     let _ = stream.set_nodelay(true);
+    if lock(&shared.faults).unresponsive {
+        hold_unanswered(stream, &mut kill_all).await;
+        return;
+    }
     let ctl = Arc::new(ConnCtl {
         sock: dup,
         kill: Notify::new(),
@@ -229,6 +233,22 @@ async fn serve_connection(
     }
 }
 
+/// An accepted connection that is never answered: what the client sends is read and thrown
+/// away (no TLS handshake, no HTTP) until it closes the connection or the server stops.
+async fn hold_unanswered(mut stream: TcpStream, kill_all: &mut watch::Receiver<u64>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 4096];
+    loop {
+        tokio::select! {
+            r = stream.read(&mut buf) => match r {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            _ = kill_all.changed() => return,
+        }
+    }
+}
+
 fn json_response(code: u16, body: &Value) -> Response<Full<Bytes>> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(bytes)));
@@ -241,8 +261,8 @@ fn json_response(code: u16, body: &Value) -> Response<Full<Bytes>> {
     resp
 }
 
-fn text_response(code: u16, body: &str) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(body.to_owned())));
+fn text_response(code: u16, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body.into()));
     *resp.status_mut() =
         hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut().insert(
@@ -259,21 +279,62 @@ enum Injected {
     Error(u16, Option<u32>, FaultBody, Vec<(String, String)>),
 }
 
-fn draw_fault(shared: &Shared) -> (Duration, Injected) {
+/// The faults that shape a handled request's answer.
+#[derive(Default)]
+struct Shaping {
+    list: Option<ListFault>,
+    pad_success_to: usize,
+    stored_message: Option<String>,
+}
+
+fn draw_fault(shared: &Shared) -> (Duration, Injected, Shaping) {
     let mut f = lock(&shared.faults);
     let latency = f.latency;
+    let shaping = Shaping {
+        list: f.list,
+        pad_success_to: f.pad_success_to,
+        stored_message: f.stored_message.clone(),
+    };
     if f.resets > 0 {
         f.resets -= 1;
-        return (latency, Injected::Reset);
+        return (latency, Injected::Reset, shaping);
     }
     if let Some(e) = f.error.as_mut().filter(|e| e.times > 0) {
         e.times -= 1;
         return (
             latency,
             Injected::Error(e.code, e.retry_after, e.body.clone(), e.headers.clone()),
+            shaping,
         );
     }
-    (latency, Injected::None)
+    (latency, Injected::None, shaping)
+}
+
+/// The request body of an event create with its message (`field`) replaced by `message`.
+fn with_message(body: &[u8], field: &str, message: &str) -> Vec<u8> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut m)) => {
+            m.insert(field.into(), message.into());
+            serde_json::to_vec(&Value::Object(m)).unwrap_or_else(|_| body.to_vec())
+        }
+        _ => body.to_vec(),
+    }
+}
+
+/// A list answer that never ends: the first page with a `continue` token that is always the
+/// same ([`ListFault::RepeatContinue`]) or always new ([`ListFault::EndlessContinue`]).
+fn endless(reply: Reply, kind: ListFault, request_number: u64) -> Reply {
+    let (code, mut body) = reply;
+    if code == 200
+        && let Some(Value::Object(meta)) = body.get_mut("metadata")
+    {
+        let token = match kind {
+            ListFault::RepeatContinue => "kevents-sim-repeated-continue".to_owned(),
+            ListFault::EndlessContinue => format!("kevents-sim-endless-{request_number}"),
+        };
+        meta.insert("continue".into(), token.into());
+    }
+    (code, body)
 }
 
 fn now_rfc3339() -> String {
@@ -320,9 +381,12 @@ async fn handle(
     };
     lock(&shared.stats).requests += 1;
 
-    let (latency, injected) = draw_fault(&shared);
+    let (latency, injected, shaping) = draw_fault(&shared);
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
+    }
+    if lock(&shared.faults).unresponsive {
+        return std::future::pending().await;
     }
     match injected {
         Injected::None => {}
@@ -354,7 +418,15 @@ async fn handle(
                     let details = retry_after.map(|s| json!({"retryAfterSeconds": s}));
                     json_response(code, &status(code, reason, message, details))
                 }
-                FaultBody::Text(t) => text_response(code, &t),
+                FaultBody::Text(t) => text_response(code, t),
+                FaultBody::Json(t) => {
+                    let mut resp = text_response(code, t);
+                    resp.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("application/json"),
+                    );
+                    resp
+                }
             };
             if let Some(s) = retry_after
                 && let Ok(v) = hyper::header::HeaderValue::from_str(&s.to_string())
@@ -408,7 +480,32 @@ async fn handle(
         }
     }
 
+    let request_number = lock(&shared.stats).requests;
+    let body = match (&shaping.stored_message, &method, segs.as_slice()) {
+        (Some(m), &Method::POST, ["api", "v1", "namespaces", _, "events"]) => {
+            Bytes::from(with_message(&body, "message", m))
+        }
+        (Some(m), &Method::POST, ["apis", "events.k8s.io", "v1", "namespaces", _, "events"]) => {
+            Bytes::from(with_message(&body, "note", m))
+        }
+        _ => body,
+    };
+    // An endless list ignores the `continue` it is sent (it made it up).
+    let query = match shaping.list {
+        Some(_) => query
+            .split('&')
+            .filter(|p| !p.starts_with("continue="))
+            .collect::<Vec<_>>()
+            .join("&"),
+        None => query,
+    };
     let (code, body) = route(&shared, &method, &segs, &query, &content_type, &body);
+    let (code, body) = match shaping.list {
+        Some(kind) if method == Method::GET && segs.last() == Some(&"events") => {
+            endless((code, body), kind, request_number)
+        }
+        _ => (code, body),
+    };
     if (200..300).contains(&code) {
         let mut stats = lock(&shared.stats);
         match method {
@@ -417,10 +514,31 @@ async fn handle(
             _ => {}
         }
     }
+    let pad_to = if (200..300).contains(&code) {
+        shaping.pad_success_to
+    } else {
+        0
+    };
     match body {
-        Value::String(text) => text_response(code, &text),
-        body => json_response(code, &body),
+        Value::String(text) => text_response(code, padded(text.into_bytes(), pad_to)),
+        body => {
+            let bytes = padded(serde_json::to_vec(&body).unwrap_or_default(), pad_to);
+            let mut resp = text_response(code, bytes);
+            resp.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            resp
+        }
     }
+}
+
+/// `bytes` with trailing spaces (the same JSON or text) up to at least `to` bytes.
+fn padded(mut bytes: Vec<u8>, to: usize) -> Vec<u8> {
+    if bytes.len() < to {
+        bytes.resize(to, b' ');
+    }
+    bytes
 }
 
 /// Decodes `%XX` escapes of one path segment (invalid escapes are kept as they are).
@@ -524,11 +642,12 @@ fn route(
     shared: &Shared,
     method: &Method,
     segs: &[&str],
-    _query: &str,
+    query: &str,
     content_type: &str,
     body: &[u8],
 ) -> Reply {
     let now = now_rfc3339();
+    let list_query = || ListQuery::parse(query);
     match (segs, method) {
         (["version"], &Method::GET) => (
             200,
@@ -573,10 +692,14 @@ fn route(
         (["api", "v1", "namespaces", ns, "events"], &Method::POST) => {
             lock(&shared.store).create_event(ns, body, &now)
         }
-        (["api", "v1", "namespaces", ns, "events"], &Method::GET) => {
-            lock(&shared.store).list_events(Some(ns))
-        }
-        (["api", "v1", "events"], &Method::GET) => lock(&shared.store).list_events(None),
+        (["api", "v1", "namespaces", ns, "events"], &Method::GET) => match list_query() {
+            Ok(q) => lock(&shared.store).list_events(Some(ns), &q),
+            Err(r) => r,
+        },
+        (["api", "v1", "events"], &Method::GET) => match list_query() {
+            Ok(q) => lock(&shared.store).list_events(None, &q),
+            Err(r) => r,
+        },
         (["api", "v1", "events"], _) => method_not_allowed(),
         (["api", "v1", "namespaces", ns, "events", name], &Method::GET) => {
             lock(&shared.store).get_event(ns, name)
@@ -599,10 +722,16 @@ fn route(
         (["apis", "events.k8s.io", "v1", "namespaces", ns, "events"], &Method::GET)
             if shared.events_v1_served =>
         {
-            lock(&shared.store).list_events_v1(Some(ns))
+            match list_query() {
+                Ok(q) => lock(&shared.store).list_events_v1(Some(ns), &q),
+                Err(r) => r,
+            }
         }
         (["apis", "events.k8s.io", "v1", "events"], &Method::GET) if shared.events_v1_served => {
-            lock(&shared.store).list_events_v1(None)
+            match list_query() {
+                Ok(q) => lock(&shared.store).list_events_v1(None, &q),
+                Err(r) => r,
+            }
         }
         (
             [

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    FieldError, MISMATCH, Reply, Store, bad_request, check_patched, decode_event_body,
+    FieldError, ListQuery, MISMATCH, Reply, Store, bad_request, check_patched, decode_event_body,
     decode_patch, go_quote, invalid, list_reply, merge, name_details, not_found, stamp_created,
     status, str_at,
 };
@@ -241,9 +241,9 @@ impl Store {
         }
     }
 
-    /// `GET .../events` (all namespaces for `None`). Not paginated: `continue` is never set.
-    pub(crate) fn list_events(&self, ns: Option<&str>) -> Reply {
-        list_reply(&self.events, ns, "v1", self.resource_version)
+    /// `GET .../events` (all namespaces for `None`), paginated by `limit` and `continue`.
+    pub(crate) fn list_events(&self, ns: Option<&str>, query: &ListQuery) -> Reply {
+        list_reply(&self.events, ns, "v1", self.resource_version, query)
     }
 }
 

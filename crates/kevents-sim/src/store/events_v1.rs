@@ -11,7 +11,7 @@ use kevents_core::events_v1::{self, ClusterScopedRule, InvalidEventV1, validate_
 use serde_json::{Value, json};
 
 use super::{
-    FieldError, MISMATCH, Reply, Store, bad_request, check_patched, decode_event_body,
+    FieldError, ListQuery, MISMATCH, Reply, Store, bad_request, check_patched, decode_event_body,
     decode_patch, go_quote, invalid, list_reply, merge, not_found, stamp_created, status, str_at,
 };
 
@@ -201,13 +201,14 @@ impl Store {
         }
     }
 
-    /// `GET .../events` (all namespaces for `None`).
-    pub(crate) fn list_events_v1(&self, ns: Option<&str>) -> Reply {
+    /// `GET .../events` (all namespaces for `None`), paginated by `limit` and `continue`.
+    pub(crate) fn list_events_v1(&self, ns: Option<&str>, query: &ListQuery) -> Reply {
         list_reply(
             &self.events_v1,
             ns,
             events_v1::API_VERSION,
             self.resource_version,
+            query,
         )
     }
 }

@@ -227,23 +227,112 @@ fn check_patched(
     Ok(())
 }
 
-/// The `EventList` (of `api_version`) of the events of `ns` in `events` (all for `None`).
+/// The paging parameters of a list request (`limit`, `continue`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ListQuery {
+    /// At most this many items (`None` or 0: all).
+    pub(crate) limit: Option<usize>,
+    /// Start after this `(namespace, name)` (from a `continue` token).
+    pub(crate) after: Option<(String, String)>,
+}
+
+/// Decodes one `application/x-www-form-urlencoded` component (`+` is a space, `%XX` a byte).
+fn form_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                }
+                _ => {
+                    out.push(b'%');
+                    i += 1;
+                }
+            },
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A `continue` token for a list that goes on after `(namespace, name)`.
+fn continue_token(key: &(String, String)) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(json!([key.0, key.1]).to_string())
+}
+
+impl ListQuery {
+    /// `limit` and `continue` of a query string; a `continue` token this server did not
+    /// make is the apiserver's 400.
+    pub(crate) fn parse(query: &str) -> Result<Self, Reply> {
+        use base64::Engine as _;
+        let mut q = ListQuery::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            match form_decode(k).as_str() {
+                "limit" => q.limit = form_decode(v).parse().ok().filter(|n| *n > 0),
+                "continue" => {
+                    let token = form_decode(v);
+                    if token.is_empty() {
+                        continue;
+                    }
+                    let key = base64::engine::general_purpose::STANDARD
+                        .decode(token.as_bytes())
+                        .ok()
+                        .and_then(|raw| serde_json::from_slice::<(String, String)>(&raw).ok())
+                        .ok_or_else(|| bad_request("continue key is not valid"))?;
+                    q.after = Some(key);
+                }
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// The `EventList` (of `api_version`) of the events of `ns` in `events` (all for `None`), one
+/// page of it as `query` asks (with a `continue` token when more are left).
 fn list_reply(
     events: &BTreeMap<(String, String), Value>,
     ns: Option<&str>,
     api_version: &str,
     resource_version: u64,
+    query: &ListQuery,
 ) -> Reply {
-    let items: Vec<Value> = events
+    let mut matching = events
         .iter()
         .filter(|((n, _), _)| ns.is_none_or(|want| want == n))
-        .map(|(_, v)| v.clone())
-        .collect();
+        .filter(|(k, _)| query.after.as_ref().is_none_or(|after| *k > after));
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let mut items = Vec::new();
+    let mut last = None;
+    for (k, v) in matching.by_ref().take(limit) {
+        items.push(v.clone());
+        last = Some(k);
+    }
+    let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+    let remaining = matching.count();
+    if let Some(last) = last.filter(|_| remaining > 0) {
+        metadata["continue"] = continue_token(last).into();
+        metadata["remainingItemCount"] = remaining.into();
+    }
     (
         200,
         json!({
             "kind": "EventList", "apiVersion": api_version,
-            "metadata": {"resourceVersion": resource_version.to_string()},
+            "metadata": metadata,
             "items": items,
         }),
     )
@@ -377,6 +466,42 @@ fn namespace_object(name: &str, rv: &str, now: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_are_paginated_with_continue_tokens() {
+        let events: BTreeMap<(String, String), Value> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|n| (("ns".to_owned(), (*n).to_owned()), json!({"name": n})))
+            .chain([(("other".to_owned(), "z".to_owned()), json!({"name": "z"}))])
+            .collect();
+        let mut query = ListQuery::parse("limit=2").unwrap();
+        let mut names = Vec::new();
+        loop {
+            let (code, body) = list_reply(&events, Some("ns"), "v1", 7, &query);
+            assert_eq!(code, 200);
+            for item in body["items"].as_array().unwrap() {
+                names.push(item["name"].as_str().unwrap().to_owned());
+            }
+            let Some(token) = body["metadata"]["continue"].as_str() else {
+                break;
+            };
+            // As the client sends it: form-encoded.
+            let encoded = token
+                .replace('+', "%2B")
+                .replace('=', "%3D")
+                .replace('/', "%2F");
+            query = ListQuery::parse(&format!("limit=2&continue={encoded}")).unwrap();
+        }
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        let all = list_reply(&events, None, "v1", 7, &ListQuery::default()).1;
+        assert_eq!(all["items"].as_array().unwrap().len(), 6);
+        assert!(all["metadata"].get("continue").is_none());
+        assert_eq!(
+            ListQuery::parse("continue=bm9wZQ%3D%3D").unwrap_err().0,
+            400
+        );
+        assert_eq!(form_decode("a+b%2Fc%zz%4"), "a b/c%zz%4");
+    }
 
     #[test]
     fn merge_is_recursive_and_null_deletes() {

@@ -1,0 +1,596 @@
+//! Loading an [`HttpConfig`] from a kubeconfig (a file, `$KUBECONFIG`, `~/.kube/config`, or
+//! text) or from the in-cluster service account. `kube`'s kubeconfig types and YAML parser
+//! are used; reading, resolving the context and loading the files named in it are done here,
+//! so that every file is read with a size limit ([`MAX_KUBECONFIG_BYTES`],
+//! [`MAX_TOKEN_FILE_BYTES`], [`MAX_PEM_FILE_BYTES`]), a YAML error names the file, line and
+//! column without quoting the kubeconfig, and a server URL with user information is refused.
+
+use std::path::{Path, PathBuf};
+
+use kevents_core::status::sanitize_server_text_to;
+use kube::config::{AuthInfo, Kubeconfig, KubeconfigError};
+use reqwest::Url;
+use secrecy::ExposeSecret as _;
+
+use crate::config::{
+    Auth, ClientIdentity, ConfigError, DEFAULT_TOKEN_REFRESH, HttpConfig, Impersonation,
+    MAX_KUBECONFIG_BYTES, MAX_PEM_FILE_BYTES, MAX_TOKEN_FILE_BYTES, decode_b64, parse_cluster_url,
+    pem_certs, read_capped, redact_url_text,
+};
+
+/// Where a pod's service-account files are mounted.
+const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The name a kubeconfig given as text has in errors.
+const YAML_TEXT: &str = "(kubeconfig text)";
+
+/// A kubeconfig and the name of its file(s) for errors.
+struct Loaded {
+    config: Kubeconfig,
+    origin: String,
+}
+
+impl HttpConfig {
+    /// Like `kubectl`: the kubeconfig from `$KUBECONFIG` or `~/.kube/config` (current
+    /// context); when there is none (`$KUBECONFIG` unset or empty and no `~/.kube/config`),
+    /// the in-cluster service account. A kubeconfig that exists but cannot be used is an
+    /// error, not a reason to try in-cluster.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), kevents_http::ConfigError> {
+    /// let config = kevents_http::HttpConfig::infer().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn infer() -> Result<Self, ConfigError> {
+        match default_kubeconfig() {
+            Ok(loaded) => from_loaded(loaded, None),
+            Err(Absent(kubeconfig)) => Self::incluster().map_err(|in_cluster| ConfigError::Infer {
+                kubeconfig: Box::new(kubeconfig),
+                in_cluster: Box::new(in_cluster),
+            }),
+            Err(Broken(e)) => Err(e),
+        }
+    }
+
+    /// A kubeconfig: `path`, or `$KUBECONFIG` (several files merged, as kubectl does) /
+    /// `~/.kube/config` when `None`; `context`, or the current context when `None`. Each file
+    /// is read up to [`MAX_KUBECONFIG_BYTES`]; relative paths in it are relative to its
+    /// directory.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), kevents_http::ConfigError> {
+    /// use std::path::Path;
+    /// let config = kevents_http::HttpConfig::from_kubeconfig(
+    ///     Some(Path::new("/etc/kevents/kubeconfig")), Some("prod")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_kubeconfig(
+        path: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        let loaded = match path {
+            Some(path) => Loaded {
+                config: read_kubeconfig_file(path)?,
+                origin: path.display().to_string(),
+            },
+            None => default_kubeconfig().map_err(|(Absent(e) | Broken(e))| e)?,
+        };
+        from_loaded(loaded, context)
+    }
+
+    /// A kubeconfig given as YAML text (relative file paths in it are relative to the
+    /// current directory; errors name it `(kubeconfig text)`).
+    ///
+    /// ```
+    /// # tokio_test_block_on(async {
+    /// let yaml = r#"
+    /// apiVersion: v1
+    /// kind: Config
+    /// clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+    /// users: [{name: u, user: {token: s3cr3t}}]
+    /// contexts: [{name: x, context: {cluster: c, user: u, namespace: ns}}]
+    /// current-context: x
+    /// "#;
+    /// let config = kevents_http::HttpConfig::from_kubeconfig_yaml(yaml, None).await.unwrap();
+    /// assert_eq!(config.default_namespace, "ns");
+    /// assert!(!format!("{config:?}").contains("s3cr3t"));
+    /// # });
+    /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) }
+    /// ```
+    pub async fn from_kubeconfig_yaml(
+        yaml: &str,
+        context: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        let loaded = Loaded {
+            config: parse_kubeconfig(yaml, YAML_TEXT)?,
+            origin: YAML_TEXT.to_owned(),
+        };
+        from_loaded(loaded, context)
+    }
+
+    /// The pod's service account: `KUBERNETES_SERVICE_HOST`/`_PORT`, the mounted CA and
+    /// namespace file (read once, with size limits), and the token file (re-read every
+    /// [`DEFAULT_TOKEN_REFRESH`], so the kubelet's token rotation is picked up).
+    ///
+    /// ```no_run
+    /// let config = kevents_http::HttpConfig::incluster()?;
+    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// ```
+    pub fn incluster() -> Result<Self, ConfigError> {
+        incluster_from(
+            Path::new(SERVICE_ACCOUNT_DIR),
+            std::env::var("KUBERNETES_SERVICE_HOST").ok(),
+            std::env::var("KUBERNETES_SERVICE_PORT").ok(),
+        )
+    }
+
+    /// Converts a configuration loaded by `kube`. Exec credential plugins and
+    /// `auth-provider` entries are refused ([`ConfigError::Unsupported`]); a static token
+    /// wins over a token file, as in client-go; client certificate and key files are read
+    /// with [`MAX_PEM_FILE_BYTES`] as limit.
+    pub fn from_kube(config: kube::Config) -> Result<Self, ConfigError> {
+        let origin = "kube config";
+        let mut out = HttpConfig::new_at(&config.cluster_url.to_string(), origin)?;
+        out.default_namespace = config.default_namespace;
+        out.root_certs = config.root_cert;
+        out.insecure_skip_tls_verify = config.accept_invalid_certs;
+        out.tls_server_name = config.tls_server_name;
+        if let Some(proxy) = config.proxy_url {
+            out.proxy_url = Some(parse_proxy(&proxy.to_string(), origin)?);
+        }
+        apply_user(&mut out, config.auth_info)?;
+        out.validate_as(origin)?;
+        Ok(out)
+    }
+
+    /// [`HttpConfig::new`] with errors naming `origin`.
+    fn new_at(cluster_url: &str, origin: &str) -> Result<Self, ConfigError> {
+        Ok(HttpConfig::for_url(parse_cluster_url(cluster_url, origin)?))
+    }
+}
+
+/// Why no default kubeconfig was loaded: there is none, or there is one that cannot be used.
+enum DefaultError {
+    Absent(ConfigError),
+    Broken(ConfigError),
+}
+use DefaultError::{Absent, Broken};
+
+/// `$KUBECONFIG` (its files merged, the first to set a value wins) or `~/.kube/config`.
+fn default_kubeconfig() -> Result<Loaded, DefaultError> {
+    let listed: Vec<PathBuf> = std::env::var_os("KUBECONFIG")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if listed.is_empty() {
+        let Some(home) = std::env::home_dir() else {
+            return Err(Absent(ConfigError::Kubeconfig {
+                file: "~/.kube/config".into(),
+                field: "(file)".into(),
+                problem: "KUBECONFIG is not set and there is no home directory".into(),
+            }));
+        };
+        let path = home.join(".kube").join("config");
+        return match read_kubeconfig_file(&path) {
+            Ok(config) => Ok(Loaded {
+                config,
+                origin: path.display().to_string(),
+            }),
+            Err(e) if is_not_found(&e) => Err(Absent(e)),
+            Err(e) => Err(Broken(e)),
+        };
+    }
+    let origin = listed
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    let mut merged = Kubeconfig::default();
+    for path in &listed {
+        let next = read_kubeconfig_file(path).map_err(Broken)?;
+        merged = merged.merge(next).map_err(|e| {
+            Broken(ConfigError::Kubeconfig {
+                file: origin.clone(),
+                field: "(files)".into(),
+                problem: kube_problem(&e),
+            })
+        })?;
+    }
+    Ok(Loaded {
+        config: merged,
+        origin,
+    })
+}
+
+fn is_not_found(e: &ConfigError) -> bool {
+    matches!(e, ConfigError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// One kubeconfig file: read up to [`MAX_KUBECONFIG_BYTES`], decoded (UTF-8, or UTF-16 with
+/// a byte order mark, as kubectl accepts), parsed, relative paths made relative to its
+/// directory.
+fn read_kubeconfig_file(path: &Path) -> Result<Kubeconfig, ConfigError> {
+    let bytes = read_capped("kubeconfig", path, MAX_KUBECONFIG_BYTES)?;
+    let text = decode_text(bytes).map_err(|source| ConfigError::Read {
+        what: "kubeconfig",
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut config = parse_kubeconfig(&text, &path.display().to_string())?;
+    if let Some(dir) = path.parent() {
+        absolutize(&mut config, dir);
+    }
+    Ok(config)
+}
+
+fn decode_text(bytes: Vec<u8>) -> std::io::Result<String> {
+    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let utf16 = |rest: &[u8], le: bool| {
+        let units: Vec<u16> = rest
+            .chunks_exact(2)
+            .map(|c| {
+                if le {
+                    u16::from_le_bytes([c[0], c[1]])
+                } else {
+                    u16::from_be_bytes([c[0], c[1]])
+                }
+            })
+            .collect();
+        String::from_utf16(&units).map_err(|_| invalid("not valid UTF-16 text"))
+    };
+    match bytes.as_slice() {
+        [0xFF, 0xFE, rest @ ..] => utf16(rest, true),
+        [0xFE, 0xFF, rest @ ..] => utf16(rest, false),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => {
+            String::from_utf8(rest.to_vec()).map_err(|_| invalid("not valid UTF-8 text"))
+        }
+        _ => String::from_utf8(bytes).map_err(|_| invalid("not valid UTF-8 text")),
+    }
+}
+
+/// Parses kubeconfig YAML (several documents are merged). A syntax error becomes
+/// [`ConfigError::KubeconfigSyntax`] with the position and a description that quotes nothing.
+fn parse_kubeconfig(text: &str, origin: &str) -> Result<Kubeconfig, ConfigError> {
+    Kubeconfig::from_yaml(text).map_err(|e| match &e {
+        KubeconfigError::Parse(parse) => {
+            let (line, column) = parse.location().map_or((0, 0), |l| (l.line(), l.column()));
+            ConfigError::KubeconfigSyntax {
+                file: origin.to_owned(),
+                line,
+                column,
+                problem: describe_yaml_problem(&parse.without_snippet().to_string()),
+            }
+        }
+        other => ConfigError::Kubeconfig {
+            file: origin.to_owned(),
+            field: "(document)".into(),
+            problem: kube_problem(other),
+        },
+    })
+}
+
+/// The parser's message without its position (reported apart) and with every quoted part
+/// (`"..."`, `` `...` ``, `` `...' ``) replaced by `"…"`: a value in a kubeconfig may be a
+/// secret (a token in the wrong place).
+fn describe_yaml_problem(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    };
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        let close: &[char] = match c {
+            '"' => &['"'],
+            '`' => &['`', '\''],
+            _ => {
+                out.push(c);
+                continue;
+            }
+        };
+        out.push_str("\"…\"");
+        for d in chars.by_ref() {
+            if close.contains(&d) {
+                break;
+            }
+        }
+    }
+    sanitize_server_text_to(out.trim(), 200)
+}
+
+/// A `kube` kubeconfig error other than a parse error (these never contain file content).
+fn kube_problem(e: &KubeconfigError) -> String {
+    sanitize_server_text_to(&e.to_string(), 200)
+}
+
+/// Relative file names of a kubeconfig (CA, client certificate and key, token file) made
+/// relative to `dir`, its directory.
+fn absolutize(config: &mut Kubeconfig, dir: &Path) {
+    let fix = |p: &mut Option<String>| {
+        if let Some(path) = p.as_mut()
+            && Path::new(path).is_relative()
+        {
+            *path = dir.join(&*path).to_string_lossy().into_owned();
+        }
+    };
+    for named in &mut config.clusters {
+        if let Some(c) = named.cluster.as_mut() {
+            fix(&mut c.certificate_authority);
+        }
+    }
+    for named in &mut config.auth_infos {
+        if let Some(a) = named.auth_info.as_mut() {
+            fix(&mut a.client_certificate);
+            fix(&mut a.client_key);
+            fix(&mut a.token_file);
+        }
+    }
+}
+
+/// The configuration of `context` (or the current one) of a loaded kubeconfig.
+fn from_loaded(loaded: Loaded, context: Option<&str>) -> Result<HttpConfig, ConfigError> {
+    let Loaded { config, origin } = loaded;
+    let entry = |field: String, problem: &str| ConfigError::Kubeconfig {
+        file: origin.clone(),
+        field,
+        problem: problem.to_owned(),
+    };
+    let context_name = context
+        .map(str::to_owned)
+        .or_else(|| config.current_context.clone())
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| entry("current-context".into(), "not set, and no context given"))?;
+    let ctx = config
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .and_then(|c| c.context.clone())
+        .ok_or_else(|| entry(format!("contexts[{context_name:?}]"), "not found"))?;
+    let cluster_field = format!("clusters[{:?}]", ctx.cluster);
+    let cluster = config
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.cluster.clone())
+        .ok_or_else(|| {
+            entry(
+                cluster_field.clone(),
+                &format!("not found (the cluster of context {context_name:?})"),
+            )
+        })?;
+    let server = cluster
+        .server
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| entry(format!("{cluster_field}.cluster.server"), "missing"))?;
+    let at = |field: &str| format!("kubeconfig {origin}: {cluster_field}.cluster.{field}");
+    let mut out = HttpConfig::new_at(server, &at("server"))?;
+    out.default_namespace = ctx
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
+    out.insecure_skip_tls_verify = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    let has_ca =
+        cluster.certificate_authority.is_some() || cluster.certificate_authority_data.is_some();
+    if out.insecure_skip_tls_verify && has_ca {
+        return Err(ConfigError::InsecureWithCa {
+            origin: format!("kubeconfig {origin}: {cluster_field}"),
+        });
+    }
+    out.root_certs = match (
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+    ) {
+        (Some(data), _) => Some(pem_certs(&decode_b64(
+            "certificate-authority-data",
+            data.as_bytes(),
+        )?)?),
+        (None, Some(path)) => Some(pem_certs(&read_capped(
+            "certificate authority",
+            Path::new(path),
+            MAX_PEM_FILE_BYTES,
+        )?)?),
+        (None, None) => None,
+    };
+    out.tls_server_name = cluster.tls_server_name.clone().filter(|n| !n.is_empty());
+    if let Some(proxy) = cluster.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+        out.proxy_url = Some(parse_proxy(proxy, &at("proxy-url"))?);
+    }
+    // client-go does not fail on a missing user entry: no credentials.
+    let user = ctx
+        .user
+        .as_ref()
+        .and_then(|u| config.auth_infos.iter().find(|a| &a.name == u))
+        .and_then(|a| a.auth_info.clone())
+        .unwrap_or_default();
+    apply_user(&mut out, user)?;
+    out.validate_as(&format!("kubeconfig {origin}, context {context_name:?}"))?;
+    Ok(out)
+}
+
+/// A proxy URL (user information allowed: it authenticates to the proxy; never shown).
+fn parse_proxy(proxy: &str, origin: &str) -> Result<Url, ConfigError> {
+    Url::parse(proxy).map_err(|e| ConfigError::Url {
+        origin: origin.to_owned(),
+        url: redact_url_text(proxy),
+        reason: e.to_string(),
+    })
+}
+
+/// The credentials of a kubeconfig user entry.
+fn apply_user(out: &mut HttpConfig, a: AuthInfo) -> Result<(), ConfigError> {
+    if a.exec.is_some() {
+        return Err(ConfigError::Unsupported(
+            "exec credential plugins (users[].user.exec); use a token, token file or client certificate".into(),
+        ));
+    }
+    if a.auth_provider.is_some() {
+        return Err(ConfigError::Unsupported(
+            "auth-provider entries (users[].user.auth-provider)".into(),
+        ));
+    }
+    let token = a.token.filter(|t| !t.expose_secret().trim().is_empty());
+    out.auth = if let Some(token) = token {
+        Auth::Bearer(token)
+    } else if let Some(path) = a.token_file.filter(|p| !p.is_empty()) {
+        Auth::BearerFile {
+            path: PathBuf::from(path),
+            refresh: DEFAULT_TOKEN_REFRESH,
+        }
+    } else if let (Some(username), Some(password)) = (a.username, a.password) {
+        Auth::Basic { username, password }
+    } else {
+        Auth::None
+    };
+    let cert = match (&a.client_certificate_data, &a.client_certificate) {
+        (Some(data), _) => Some(decode_b64("client-certificate-data", data.as_bytes())?),
+        (None, Some(path)) => Some(read_capped(
+            "client certificate",
+            Path::new(path),
+            MAX_PEM_FILE_BYTES,
+        )?),
+        (None, None) => None,
+    };
+    let key = match (&a.client_key_data, &a.client_key) {
+        (Some(data), _) => Some(decode_b64(
+            "client-key-data",
+            data.expose_secret().as_bytes(),
+        )?),
+        (None, Some(path)) => Some(read_capped(
+            "client key",
+            Path::new(path),
+            MAX_PEM_FILE_BYTES,
+        )?),
+        (None, None) => None,
+    };
+    out.client_identity = match (cert, key) {
+        (Some(cert), Some(key)) => Some(ClientIdentity::from_pem(cert, key)),
+        (None, None) => None,
+        _ => {
+            return Err(ConfigError::Tls(
+                "a client certificate needs both the certificate and the key".into(),
+            ));
+        }
+    };
+    if let Some(user) = a.impersonate {
+        out.impersonation = Some(Impersonation {
+            user,
+            uid: a.impersonate_uid,
+            groups: a.impersonate_groups.unwrap_or_default(),
+        });
+    } else if a.impersonate_groups.is_some_and(|g| !g.is_empty()) {
+        return Err(ConfigError::Unsupported(
+            "impersonating groups without a user".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The in-cluster configuration from the service-account directory `dir` and the service
+/// host and port.
+fn incluster_from(
+    dir: &Path,
+    host: Option<String>,
+    port: Option<String>,
+) -> Result<HttpConfig, ConfigError> {
+    let (Some(host), Some(port)) = (
+        host.filter(|h| !h.is_empty()),
+        port.filter(|p| !p.is_empty()),
+    ) else {
+        return Err(ConfigError::InCluster(
+            "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (not running in a pod?)"
+                .into(),
+        ));
+    };
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let mut out = HttpConfig::new_at(
+        &format!("https://{host}:{port}"),
+        "in-cluster KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT",
+    )?;
+    out.root_certs = Some(pem_certs(&read_capped(
+        "service-account CA",
+        &dir.join("ca.crt"),
+        MAX_PEM_FILE_BYTES,
+    )?)?);
+    let ns = read_capped(
+        "service-account namespace file",
+        &dir.join("namespace"),
+        MAX_TOKEN_FILE_BYTES,
+    )?;
+    out.default_namespace = String::from_utf8_lossy(&ns).trim().to_owned();
+    if out.default_namespace.is_empty() {
+        out.default_namespace = "default".into();
+    }
+    out.auth = Auth::BearerFile {
+        path: dir.join("token"),
+        refresh: DEFAULT_TOKEN_REFRESH,
+    };
+    out.validate_as("in-cluster config")?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_problems_quote_nothing() {
+        assert_eq!(
+            describe_yaml_problem(
+                "invalid type: string \"s3cr3t\", expected a map at line 4, column 9"
+            ),
+            "invalid type: string \"…\", expected a map"
+        );
+        assert_eq!(
+            describe_yaml_problem("unexpected character: `\\u{0}' at line 1, column 1"),
+            "unexpected character: \"…\""
+        );
+        assert_eq!(
+            describe_yaml_problem("unknown variant `s3cr3t`, expected one of"),
+            "unknown variant \"…\", expected one of"
+        );
+        assert_eq!(describe_yaml_problem("no quote \"s3cr3t"), "no quote \"…\"");
+    }
+
+    #[test]
+    fn incluster_files_are_read_with_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = rcgen::generate_simple_self_signed(vec!["kubernetes".to_owned()]).unwrap();
+        std::fs::write(dir.path().join("ca.crt"), ca.cert.pem()).unwrap();
+        std::fs::write(dir.path().join("namespace"), "team-a\n").unwrap();
+        let c = incluster_from(dir.path(), Some("fd00::1".into()), Some("6443".into())).unwrap();
+        assert_eq!(c.cluster_url.as_str(), "https://[fd00::1]:6443/");
+        assert_eq!(c.default_namespace, "team-a");
+        assert!(matches!(&c.auth, Auth::BearerFile { path, .. } if path.ends_with("token")));
+        assert!(matches!(
+            incluster_from(dir.path(), None, Some("443".into())),
+            Err(ConfigError::InCluster(_))
+        ));
+        std::fs::write(dir.path().join("namespace"), vec![b'x'; 70_000]).unwrap();
+        assert!(matches!(
+            incluster_from(dir.path(), Some("10.0.0.1".into()), Some("443".into())),
+            Err(ConfigError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn utf16_kubeconfigs_are_decoded() {
+        let text = "apiVersion: v1";
+        let mut le = vec![0xFF, 0xFE];
+        le.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+        assert_eq!(decode_text(le).unwrap(), text);
+        let mut be = vec![0xFE, 0xFF];
+        be.extend(text.encode_utf16().flat_map(u16::to_be_bytes));
+        assert_eq!(decode_text(be).unwrap(), text);
+        assert!(decode_text(vec![0xC3]).is_err());
+    }
+}
