@@ -160,7 +160,10 @@ async fn run_once(
     let stored = sink.list_events(&args.namespace).await.map_err(|e| {
         Failure::new(
             FailureKind::ReadBack,
-            format!("reading the events back failed: {}", cluster::describe(&e)),
+            format!(
+                "reading the events back failed: {}",
+                cluster::describe(&cluster::list_error(e))
+            ),
         )
     })?;
     let sum_count: i64 = stored.iter().map(|e| i64::from(e.count)).sum();

@@ -354,6 +354,16 @@ pub fn secs(d: Duration) -> String {
 
 /// Runs `fut`, giving up after [`PROBE_TIMEOUT`] and two seconds more (the sink's own
 /// timeouts should end it first).
+/// A failed list as the sink error it stands for: a page's own error as is; a list that
+/// broke its bounds (repeated continue token, too many pages, too large) as an unexpected
+/// answer, with its explanation.
+pub fn list_error(e: kevents_http::ListError) -> SinkError {
+    match e {
+        kevents_http::ListError::Sink(e) => e,
+        other => SinkError::UnexpectedObject(other.to_string()),
+    }
+}
+
 async fn bounded<T>(fut: impl Future<Output = Result<T, SinkError>>) -> Result<T, SinkError> {
     let limit = PROBE_TIMEOUT + Duration::from_secs(2);
     actix_rt::time::timeout(limit, fut)
@@ -408,7 +418,9 @@ pub async fn probe_server(config: &HttpConfig) -> Result<ServerVersion, Failure>
 pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Failure> {
     let sink = probe_sink(config)?;
     let url = sink.base_url().to_string();
-    bounded(sink.list_events(namespace)).await.map_err(|e| {
+    bounded(async { sink.list_events(namespace).await.map_err(list_error) })
+        .await
+        .map_err(|e| {
         refused(
             &url,
             &format!("listing events in namespace {namespace}"),

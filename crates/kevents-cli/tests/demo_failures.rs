@@ -724,11 +724,11 @@ fn events_read_back_cannot_forge_table_rows_or_reach_the_terminal() {
         .find(|r| r.contains("BackOff\\r\\n1s"))
         .unwrap_or_else(|| panic!("forged row not shown escaped:\n{}", run.stdout));
     assert!(
-        forged_row.contains("\\x1b[2J\\x1b[Hscreen cleared\\nforged row"),
+        forged_row.contains("\\u{1b}[2J\\u{1b}[Hscreen cleared\\nforged row"),
         "{forged_row}"
     );
     assert!(
-        forged_row.contains("pod\\x1b]0;pwned\\x07/web"),
+        forged_row.contains("pod\\u{1b}]0;pwned\\u{7}/web"),
         "{forged_row}"
     );
     assert!(forged_row.ends_with('…'), "{forged_row}");

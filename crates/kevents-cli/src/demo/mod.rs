@@ -283,7 +283,7 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
 async fn read_back(sink: &HttpSink, namespace: &str) -> Result<Vec<Event>, String> {
     match actix_rt::time::timeout(READ_BACK_TIMEOUT, sink.list_events(namespace)).await {
         Ok(Ok(events)) => Ok(events),
-        Ok(Err(e)) => Err(cluster::describe(&e)),
+        Ok(Err(e)) => Err(cluster::describe(&cluster::list_error(e))),
         Err(_) => Err(format!(
             "no answer within {}",
             cluster::secs(READ_BACK_TIMEOUT)

@@ -4,44 +4,13 @@
 //! with an ellipsis, so that nothing read from a server can forge table rows or recolour the
 //! terminal.
 
-/// `s` with every control character escaped visibly: `\n`, `\r`, `\t`, other C0 controls
-/// and DEL as `\xHH` (ESC is `\x1b`), C1 controls as `\u{HH}`, and the Unicode line and
-/// paragraph separators and bidirectional formatting characters as `\u{HHHH}`. Everything
-/// else is kept as it is.
-///
-/// ```text
-/// "a\x1b[31mb\r\nc" -> a\x1b[31mb\r\nc (printed literally, one line)
-/// ```
+/// `s` with every control or invisible format character escaped visibly (`\n`, `\r`, `\t`,
+/// otherwise `\u{..}`, e.g. ESC as `\u{1b}`): kevents-core's
+/// [`sanitize_server_text_to`](kevents_core::status::sanitize_server_text_to), the same
+/// rule the HTTP sink applies to server text in errors and logs, without its length limit
+/// (cells are cut by [`cell`]).
 pub fn escape(s: &str) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\0'..='\x1f' | '\x7f' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            '\u{80}'..='\u{9f}' => {
-                let _ = write!(out, "\\u{{{:02x}}}", c as u32);
-            }
-            // Line and paragraph separators, and the bidirectional controls that can make
-            // a line display in a different order than it reads (marks, embeddings,
-            // overrides, isolates, the Arabic letter mark).
-            '\u{2028}'
-            | '\u{2029}'
-            | '\u{200e}'
-            | '\u{200f}'
-            | '\u{061c}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}' => {
-                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    kevents_core::status::sanitize_server_text_to(s, usize::MAX)
 }
 
 /// [`escape`], then cut to at most `max` characters (at least 1), the last being `…` when
@@ -70,7 +39,7 @@ mod tests {
     fn control_characters_are_escaped_visibly() {
         assert_eq!(
             escape("a\x1b[31mred\r\nfake row\tx\x7f\x00"),
-            "a\\x1b[31mred\\r\\nfake row\\tx\\x7f\\x00"
+            "a\\u{1b}[31mred\\r\\nfake row\\tx\\u{7f}\\u{0}"
         );
         // C1 controls, CSI (U+009B) included.
         assert_eq!(escape("\u{9b}31m\u{85}"), "\\u{9b}31m\\u{85}");
