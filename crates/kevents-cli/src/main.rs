@@ -50,8 +50,71 @@ enum BenchCommand {
     Faults(bench_faults::FaultsArgs),
 }
 
+/// The log filter without `RUST_LOG`: warnings and errors of the kevents crates only.
+const DEFAULT_LOG_FILTER: &str = "kevents=warn";
+
+/// Logs (`tracing`) go to stderr, never stdout (which carries replay and bench output),
+/// filtered by `RUST_LOG` (tracing-subscriber's `EnvFilter` syntax, e.g. `kevents=debug` or
+/// `trace`). An unusable `RUST_LOG` is reported once and the default filter is used.
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let (filter, problem) = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (EnvFilter::new(DEFAULT_LOG_FILTER), Some(e.to_string())),
+        },
+        Err(std::env::VarError::NotUnicode(_)) => (
+            EnvFilter::new(DEFAULT_LOG_FILTER),
+            Some("not valid UTF-8".to_owned()),
+        ),
+        _ => (EnvFilter::new(DEFAULT_LOG_FILTER), None),
+    };
+    let installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init()
+        .is_ok();
+    if let Some(problem) = problem {
+        eprintln!(
+            "kevents: ignoring RUST_LOG ({}); logging warnings and errors of kevents only",
+            printable(&problem)
+        );
+    }
+    if installed {
+        tracing::debug!(version = env!("CARGO_PKG_VERSION"), "kevents starting");
+    }
+}
+
+/// The error and its causes on one line, each text once: a cause whose text the message
+/// already contains is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    printable(&text)
+}
+
+/// `s` with control characters other than newlines escaped, so no error can drive the terminal.
+fn printable(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let keep = c == '\n' || !c.is_control();
+            let escaped = (!keep).then(|| c.escape_default());
+            keep.then_some(c)
+                .into_iter()
+                .chain(escaped.into_iter().flatten())
+        })
+        .collect()
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Replay(args) => replay_cmd::run(args),
@@ -63,7 +126,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("kevents: {e:#}");
+            eprintln!("kevents: {}", error_text(&e));
             std::process::ExitCode::from(cluster::exit_code(&e))
         }
     }

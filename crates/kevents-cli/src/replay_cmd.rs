@@ -1,30 +1,48 @@
 //! `kevents replay`.
 
-use std::io::{BufRead, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use kevents_core::core_v1::correlator::CorrelatorOptions;
-use kevents_sim::replay::{Replayer, from_kubectl_json};
+use kevents_sim::replay::{self, ReplayOptions, Replayer};
 
-/// Options of `kevents replay`; absent flags take client-go's defaults.
+/// Options of `kevents replay`; absent correlator flags take client-go's defaults. Every
+/// value is checked against its range when the command line is parsed (a usage error, exit
+/// code 2), so a zero never silently becomes a default.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// Spam filter burst (default 25).
-    #[arg(long)]
+    /// Spam filter burst, 1 to 2147483647 (default 25).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = replay::parse_burst)]
     burst: Option<i32>,
-    /// Spam filter refill in tokens per second (default 1/300).
-    #[arg(long)]
+    /// Spam filter refill in tokens per second, a finite number > 0 (default 1/300).
+    #[arg(long, value_name = "F", allow_negative_numbers = true, value_parser = replay::parse_qps)]
     qps: Option<f32>,
-    /// Distinct messages that trigger aggregation (default 10).
-    #[arg(long)]
+    /// Distinct messages that trigger aggregation, 1 or more (default 10).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = replay::parse_max_events)]
     max_events: Option<i64>,
-    /// Aggregation inactivity window in seconds (default 600).
-    #[arg(long)]
+    /// Aggregation inactivity window in seconds, 1 or more (default 600).
+    #[arg(long, value_name = "S", allow_negative_numbers = true, value_parser = replay::parse_max_interval)]
     max_interval: Option<i64>,
-    /// Size of each LRU cache (default 4096).
-    #[arg(long)]
+    /// Size of each LRU cache, 1 or more (default 4096).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = replay::parse_lru)]
     lru: Option<i64>,
+    /// Most occurrences a `--from kubectl` document may expand to (the sum of its counts).
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = replay::parse_max_occurrences,
+        default_value_t = replay::DEFAULT_MAX_OCCURRENCES
+    )]
+    max_occurrences: u64,
+    /// Longest trace line in bytes, not counting its line terminator (at most 1 GiB).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        allow_negative_numbers = true,
+        value_parser = replay::parse_max_line_bytes,
+        default_value_t = replay::DEFAULT_MAX_LINE_BYTES
+    )]
+    max_line_bytes: usize,
     /// Input format: a trace, or `kubectl get events -o json` output.
     #[arg(long, value_enum, default_value_t = InputFormat::Trace)]
     from: InputFormat,
@@ -39,45 +57,31 @@ enum InputFormat {
 }
 
 impl ReplayArgs {
-    fn options(&self) -> CorrelatorOptions {
-        CorrelatorOptions {
-            burst_size: self.burst.unwrap_or(0),
-            qps: self.qps.unwrap_or(0.0),
-            max_events: self.max_events.unwrap_or(0),
-            max_interval_in_seconds: self.max_interval.unwrap_or(0),
-            lru_cache_size: self.lru.unwrap_or(0),
-            ..Default::default()
+    fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            burst: self.burst,
+            qps: self.qps,
+            max_events: self.max_events,
+            max_interval: self.max_interval,
+            lru: self.lru,
+            max_occurrences: self.max_occurrences,
+            max_line_bytes: self.max_line_bytes,
         }
     }
 }
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
-    let mut replayer = Replayer::new(args.options());
+    let options = args.options();
+    let mut replayer = Replayer::new(options.correlator_options()?);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    let stdin = std::io::stdin();
     match args.from {
         InputFormat::Trace => {
-            for line in std::io::stdin().lock().lines() {
-                let line = line.context("reading stdin")?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let decision = replayer.replay_line(&line)?;
-                serde_json::to_writer(&mut out, &decision)?;
-                out.write_all(b"\n")?;
-            }
+            replayer.replay_trace(stdin.lock(), &mut out, options.max_line_bytes)?;
         }
         InputFormat::Kubectl => {
-            let mut input = String::new();
-            std::io::stdin()
-                .read_to_string(&mut input)
-                .context("reading stdin")?;
-            let lines = from_kubectl_json(&input).context("parsing kubectl JSON")?;
-            for line in lines {
-                let decision = replayer.replay(line)?;
-                serde_json::to_writer(&mut out, &decision)?;
-                out.write_all(b"\n")?;
-            }
+            replayer.replay_kubectl(stdin.lock(), &mut out, options.max_occurrences)?;
         }
     }
     out.flush()?;

@@ -1,8 +1,18 @@
 //! Replaying recorded occurrences through the core/v1 correlation path with a virtual clock
 //! and an in-memory apiserver (the `kevents replay` command; format in
 //! `docs/replay-format.md`).
+//!
+//! Input is read as bytes and checked line by line: every error names the physical line of
+//! the input (blank lines count), quotes at most a short sanitised excerpt of it, and memory
+//! stays bounded by the longest accepted line, whatever the input.
+
+mod excerpt;
+pub mod kubectl;
+mod lines;
+mod options;
 
 use std::future::Future;
+use std::io::{self, BufRead, Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -17,6 +27,13 @@ use kevents_core::{
 };
 
 use crate::memory::MemoryApiServer;
+
+pub use kubectl::{KubectlError, Occurrences};
+pub use options::{
+    DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_OCCURRENCES, Flag, FlagError, MAX_MAX_LINE_BYTES,
+    ReplayOptions, parse_burst, parse_lru, parse_max_events, parse_max_interval,
+    parse_max_line_bytes, parse_max_occurrences, parse_qps,
+};
 
 /// One input line: an occurrence or a server-side deletion.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -57,16 +74,21 @@ pub struct DeleteLine {
     pub name: String,
 }
 
-/// A line that could not be replayed.
+/// Input that could not be replayed. Every message names where (the physical 1-based line
+/// of the input, blank lines included, or the item of a `kubectl` document) and quotes at most
+/// a short sanitised excerpt of the input.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ReplayError {
     /// Not valid JSON or not a trace line.
-    #[error("line {line}: {source}")]
+    #[error("line {line}, column {column}: {message}")]
     Parse {
         /// 1-based line number.
         line: usize,
-        /// The JSON error.
-        source: serde_json::Error,
+        /// 1-based column (bytes) on that line.
+        column: usize,
+        /// The parser's message, sanitised.
+        message: String,
     },
     /// Neither `object` nor `delete` was given.
     #[error("line {0}: needs either \"object\" or \"delete\"")]
@@ -81,6 +103,65 @@ pub enum ReplayError {
         /// The previous line's time.
         previous: i64,
     },
+    /// A line that is not UTF-8.
+    #[error("line {line}, column {column}: not valid UTF-8")]
+    NotUtf8 {
+        /// 1-based line number.
+        line: usize,
+        /// 1-based column (bytes) of the first invalid byte.
+        column: usize,
+    },
+    /// The input starts with a UTF-16 byte-order mark.
+    #[error(
+        "line 1: the input is UTF-16 (it starts with a UTF-16 byte-order mark); replay reads UTF-8"
+    )]
+    Utf16,
+    /// A UTF-8 byte-order mark after the first line.
+    #[error("line {line}: a byte-order mark is only accepted at the start of the input")]
+    MisplacedBom {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A line longer than the limit (not counting its `\n` or `\r\n`).
+    #[error("line {line}: longer than {max} bytes (the limit set by --max-line-bytes)")]
+    LineTooLong {
+        /// 1-based line number.
+        line: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// The input could not be read.
+    #[error("reading line {line} of the input")]
+    Read {
+        /// 1-based line number being read (1 for a whole `kubectl` document).
+        line: usize,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The output could not be written.
+    #[error("writing the output")]
+    Write(#[source] io::Error),
+    /// A `kubectl` document that cannot be replayed.
+    #[error(transparent)]
+    Kubectl(#[from] KubectlError),
+}
+
+impl ReplayError {
+    /// The 1-based input line the error is about, when it is about one.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ReplayError::Parse { line, .. }
+            | ReplayError::TimeWentBack { line, .. }
+            | ReplayError::NotUtf8 { line, .. }
+            | ReplayError::MisplacedBom { line }
+            | ReplayError::LineTooLong { line, .. }
+            | ReplayError::Read { line, .. } => Some(*line),
+            ReplayError::Shape(line) => Some(*line),
+            ReplayError::Utf16 => Some(1),
+            ReplayError::Write(_) => None,
+            ReplayError::Kubectl(e) => e.line(),
+        }
+    }
 }
 
 /// Replays trace lines one at a time and returns the decision for each.
@@ -132,17 +213,142 @@ impl Replayer {
         &self.api
     }
 
-    /// Parses and replays one JSON line, returning its output object.
+    /// Parses and replays one JSON line, returning its output object; errors name it as line
+    /// "decisions so far + 1" (see [`replay_numbered`](Self::replay_numbered)).
     pub fn replay_line(&mut self, line: &str) -> Result<Value, ReplayError> {
-        let n = self.line + 1;
-        let parsed: TraceLine =
-            serde_json::from_str(line).map_err(|source| ReplayError::Parse { line: n, source })?;
-        self.replay(parsed)
+        self.replay_numbered(self.line + 1, line)
+    }
+
+    /// Parses and replays one JSON line that is line `number` (1-based) of the input; errors
+    /// name that number.
+    pub fn replay_numbered(&mut self, number: usize, line: &str) -> Result<Value, ReplayError> {
+        let parsed: TraceLine = serde_json::from_str(line).map_err(|e| ReplayError::Parse {
+            line: number,
+            column: e.column(),
+            message: excerpt::json_message(&e),
+        })?;
+        self.replay_at(number, parsed)
     }
 
     /// Replays one parsed line.
     pub fn replay(&mut self, line: TraceLine) -> Result<Value, ReplayError> {
-        let n = self.line + 1;
+        self.replay_at(self.line + 1, line)
+    }
+
+    /// Reads a trace (JSON Lines) from `input` and writes one decision per occurrence to `out`,
+    /// stopping at the first bad line with an error naming its physical line number. Blank lines
+    /// are skipped (and counted); a UTF-8 byte-order mark at the very start is skipped; a line
+    /// may hold at most `max_line_bytes` bytes besides its `\n` or `\r\n`. Decisions for the
+    /// lines before a bad one are written (and `out` flushed) before the error is returned.
+    /// Returns the number of decisions written.
+    ///
+    /// ```
+    /// use kevents_sim::replay::{ReplayError, Replayer};
+    /// let trace = b"{\"time\": 1, \"object\": {\"name\": \"a\"}, \"type\": \"Normal\"}\n\n{oops\n";
+    /// let mut out = Vec::new();
+    /// let mut r = Replayer::new(Default::default());
+    /// let err = r.replay_trace(&trace[..], &mut out, 1 << 20).unwrap_err();
+    /// assert_eq!(err.line(), Some(3));
+    /// assert_eq!(err.to_string(), "line 3, column 2: key must be a string");
+    /// assert_eq!(out.iter().filter(|b| **b == b'\n').count(), 1);
+    /// ```
+    pub fn replay_trace<R: BufRead, W: Write>(
+        &mut self,
+        mut input: R,
+        mut out: W,
+        max_line_bytes: usize,
+    ) -> Result<u64, ReplayError> {
+        tracing::debug!(max_line_bytes, "replaying a trace");
+        let mut buf = Vec::new();
+        let mut number = 0usize;
+        let mut written = 0u64;
+        let result = loop {
+            number += 1;
+            match lines::read_line(&mut input, &mut buf, max_line_bytes) {
+                Ok(lines::LineRead::Eof) => break Ok(()),
+                Ok(lines::LineRead::Line) => {}
+                Ok(lines::LineRead::TooLong) => {
+                    break Err(ReplayError::LineTooLong {
+                        line: number,
+                        max: max_line_bytes,
+                    });
+                }
+                Err(source) => {
+                    break Err(ReplayError::Read {
+                        line: number,
+                        source,
+                    });
+                }
+            }
+            let mut bytes = buf.as_slice();
+            if number == 1 {
+                if bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
+                    break Err(ReplayError::Utf16);
+                }
+                bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+            } else if bytes.starts_with(b"\xef\xbb\xbf") {
+                break Err(ReplayError::MisplacedBom { line: number });
+            }
+            let text = match std::str::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    break Err(ReplayError::NotUtf8 {
+                        line: number,
+                        column: e.valid_up_to() + 1,
+                    });
+                }
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            let decision = match self.replay_numbered(number, text) {
+                Ok(d) => d,
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = write_decision(&mut out, &decision) {
+                break Err(e);
+            }
+            written += 1;
+        };
+        finish(result, out, written)
+    }
+
+    /// Reads `kubectl get events -o json` output from `input` (see [`kubectl::occurrences`]),
+    /// checks all of it, then replays its occurrences in time order, writing one decision each
+    /// to `out`. A document that fails a check replays nothing. Memory depends on the size of
+    /// the document, not on the counts in it. Returns the number of decisions written.
+    pub fn replay_kubectl<R: Read, W: Write>(
+        &mut self,
+        mut input: R,
+        mut out: W,
+        max_occurrences: u64,
+    ) -> Result<u64, ReplayError> {
+        let mut doc = Vec::new();
+        input
+            .read_to_end(&mut doc)
+            .map_err(|source| ReplayError::Read { line: 1, source })?;
+        let occurrences = kubectl::occurrences(&doc, max_occurrences)?;
+        drop(doc);
+        let mut written = 0u64;
+        let mut result = Ok(());
+        for line in occurrences {
+            let decision = match self.replay(line) {
+                Ok(d) => d,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            if let Err(e) = write_decision(&mut out, &decision) {
+                result = Err(e);
+                break;
+            }
+            written += 1;
+        }
+        finish(result, out, written)
+    }
+
+    fn replay_at(&mut self, n: usize, line: TraceLine) -> Result<Value, ReplayError> {
         if let Some(previous) = self.last_time
             && line.time < previous
         {
@@ -209,6 +415,27 @@ impl Replayer {
     }
 }
 
+fn write_decision<W: Write>(out: &mut W, decision: &Value) -> Result<(), ReplayError> {
+    serde_json::to_writer(&mut *out, decision)
+        .map_err(io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .map_err(ReplayError::Write)
+}
+
+/// Flushes `out` (also after an error, so the decisions before a bad line are kept) and
+/// returns `written` or the first error.
+fn finish<W: Write>(
+    result: Result<(), ReplayError>,
+    mut out: W,
+    written: u64,
+) -> Result<u64, ReplayError> {
+    let flushed = out.flush().map_err(ReplayError::Write);
+    result?;
+    flushed?;
+    tracing::debug!(decisions = written, "replay finished");
+    Ok(written)
+}
+
 fn describe(i: usize, action: &str, e: &Event) -> Map<String, Value> {
     let ts = |t: Option<Time>| t.map_or(Value::Null, |t| Value::String(t.to_rfc3339()));
     let mut m = Map::new();
@@ -223,61 +450,6 @@ fn describe(i: usize, action: &str, e: &Event) -> Map<String, Value> {
     m.insert("firstTimestamp".into(), ts(e.first_timestamp));
     m.insert("lastTimestamp".into(), ts(e.last_timestamp));
     m
-}
-
-/// Converts `kubectl get events -o json` output (an `EventList`, or a single `Event`) into
-/// trace lines: each stored event of count `n` becomes `n` occurrences, the first at its
-/// firstTimestamp, the last at its lastTimestamp, the others spread evenly between them.
-/// Lines are ordered by time (stable for equal times).
-///
-/// ```
-/// let list = r#"{"kind":"EventList","items":[{"metadata":{"name":"p.1","namespace":"ns"},
-///   "involvedObject":{"kind":"Pod","name":"p","namespace":"ns"},"reason":"BackOff",
-///   "message":"m","source":{"component":"kubelet"},"count":3,"type":"Warning",
-///   "firstTimestamp":"2023-11-14T22:13:20Z","lastTimestamp":"2023-11-14T22:13:40Z"}]}"#;
-/// let lines = kevents_sim::replay::from_kubectl_json(list).unwrap();
-/// assert_eq!(lines.len(), 3);
-/// assert_eq!(lines[1].time, 1_700_000_010_000_000_000);
-/// ```
-pub fn from_kubectl_json(input: &str) -> Result<Vec<TraceLine>, serde_json::Error> {
-    #[derive(Deserialize)]
-    struct List {
-        #[serde(default)]
-        items: Option<Vec<Event>>,
-    }
-    let items = match serde_json::from_str::<List>(input)?.items {
-        Some(items) => items,
-        None => vec![serde_json::from_str::<Event>(input)?],
-    };
-    let mut lines = Vec::new();
-    for e in items {
-        let last = e.last_timestamp.or(e.event_time).or(e.first_timestamp);
-        let first = e.first_timestamp.or(last);
-        let (Some(first), Some(last)) = (first, last) else {
-            continue;
-        };
-        let count = i64::from(e.count.max(1));
-        let span = last.nanos_since(first).max(0);
-        for k in 0..count {
-            let offset = if count == 1 {
-                0
-            } else {
-                (i128::from(span) * i128::from(k) / i128::from(count - 1)) as i64
-            };
-            lines.push(TraceLine {
-                time: first.unix_nanos().saturating_add(offset),
-                source: e.source.clone(),
-                object: Some(e.involved_object.clone()),
-                type_: e.type_.clone(),
-                reason: e.reason.clone(),
-                message: e.message.clone(),
-                annotations: Default::default(),
-                delete: None,
-            });
-        }
-    }
-    lines.sort_by_key(|l| l.time);
-    Ok(lines)
 }
 
 /// Drives a future to completion on the current thread (the in-memory apiserver's futures are
