@@ -421,12 +421,12 @@ pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Fa
     bounded(async { sink.list_events(namespace).await.map_err(list_error) })
         .await
         .map_err(|e| {
-        refused(
-            &url,
-            &format!("listing events in namespace {namespace}"),
-            &e,
-        )
-    })?;
+            refused(
+                &url,
+                &format!("listing events in namespace {namespace}"),
+                &e,
+            )
+        })?;
     let mut probe = Event::default();
     probe.metadata.namespace = namespace.to_owned();
     probe.involved_object.namespace = namespace.to_owned();
