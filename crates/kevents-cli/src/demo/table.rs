@@ -192,9 +192,9 @@ mod tests {
         );
         let row = t.lines().nth(1).unwrap_or_default();
         assert!(row.contains("BackOff\\r\\n60s"), "{row}");
-        assert!(row.contains("pod\\x1b]0;owned\\x07/nnn"), "{row}");
+        assert!(row.contains("pod\\u{1b}]0;owned\\u{7}/nnn"), "{row}");
         assert!(row.contains(&format!("{}…", "n".repeat(10))), "{row}");
         assert!(row.ends_with('…'), "{row}");
-        assert!(row.contains("\\x1b[2J\\x1b[Hcleared\\n"), "{row}");
+        assert!(row.contains("\\u{1b}[2J\\u{1b}[Hcleared\\n"), "{row}");
     }
 }
