@@ -51,5 +51,6 @@ mod tls;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
+pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use list::ListError;
 pub use secrecy;

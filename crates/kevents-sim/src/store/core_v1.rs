@@ -1,5 +1,5 @@
 //! `/api/v1/namespaces/{ns}/events[/{name}]` as kube-apiserver 1.20 answers it: legacy
-//! validation on create and patch (reference F2-F5), 409 `AlreadyExists`, 404 on a PATCH of a
+//! validation on create and patch (the apiserver's `ValidateEvent`), 409 `AlreadyExists`, 404 on a PATCH of a
 //! missing event, strategic merge on PATCH.
 
 use serde_json::{Map, Value, json};
@@ -10,7 +10,7 @@ use super::{
     status, str_at,
 };
 
-/// Legacy (core/v1) event validation, reference section F2-F5.
+/// Legacy (core/v1) event validation (the apiserver's `ValidateEvent`).
 fn validate_event(ev: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let name = str_at(ev, &["metadata", "name"]);
