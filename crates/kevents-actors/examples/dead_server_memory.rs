@@ -48,7 +48,7 @@ async fn main() {
     let recorder = pipeline.recorder();
     let message = "x".repeat(size);
     for i in 0..events {
-        let pod = ObjectReference::new("v1", "Pod", "default", &format!("pod-{i}"));
+        let pod = ObjectReference::new("v1", "Pod", "default", format!("pod-{i}"));
         let _ = recorder.event(&pod, EventType::Warning, "Big", &message);
         // A controller's reconcile loop yields between calls; so does this one.
         actix_rt::task::yield_now().await;
