@@ -7,8 +7,10 @@
 //!
 //! This crate is the facade: it re-exports the pipeline ([`kevents_actors`]), the pure core
 //! ([`core`], with the two event APIs as [`core_v1`] and [`events_v1`]), the HTTP sink
-//! ([`http`], feature `http`, on by default) and, with the `sim` feature, the apiserver
-//! simulators (`kevents::sim`, and the in-memory apiserver as `kevents::MemoryApiServer`).
+//! ([`http`], feature `http`, on by default), with the `sim` feature the apiserver
+//! simulators (`kevents::sim`, and the in-memory apiserver as `kevents::MemoryApiServer`) and,
+//! with the `prometheus` feature, `kevents::prometheus::install`, which serves the pipeline's
+//! metrics to Prometheus (`docs/metrics.md` lists them).
 //!
 //! ```
 //! use kevents::{EventSource, EventType, ObjectReference, Pipeline, SinkOptions};
@@ -30,6 +32,8 @@
 //! # }).unwrap();
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub use kevents_actors::*;
 pub use kevents_core as core;
 /// The core/v1 `Event` API (client-go `tools/record`): model, construction, sink, correlator.
@@ -43,15 +47,22 @@ pub use kevents_core::{
 
 /// The in-memory apiserver (for tests and demos).
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub use kevents_sim::MemoryApiServer;
 
 /// The apiserver sink and its configuration (kubeconfig, in-cluster, explicit).
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use kevents_http as http;
 
 /// The apiserver simulators: in-process HTTP, in-memory, replay, benchmark workloads.
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub use kevents_sim as sim;
+
+#[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
+pub mod prometheus;
 
 /// actix, re-exported so the version always matches the pipeline's.
 pub use actix;

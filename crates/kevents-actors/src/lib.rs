@@ -88,4 +88,4 @@ pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
     CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, RecordError, Recorder,
 };
-pub use stats::{SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot};
+pub use stats::{SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot, describe_metrics};

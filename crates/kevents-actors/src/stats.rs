@@ -22,10 +22,32 @@
 //! | `kevents_series_counted_in_memory_total` | `sink` | repeats counted without a write |
 //! | `kevents_series_requests_total` | `sink`, `outcome` = `delivered`, `failed` | finished events.k8s.io/v1 writes |
 //! | `kevents_series_open`, `kevents_series_entries` (gauges) | `sink` | open series / tracked events now |
+//!
+//! The handles are registered with the recorder installed when a pipeline (or a chain) is
+//! built: install the recorder first. `docs/metrics.md` describes every metric and how to
+//! serve them to Prometheus.
 
 use kevents_core::events_v1::SeriesStats;
 
 use crate::policy::WatcherPolicy;
+use crate::telemetry::names::{self, Kind};
+
+/// Describes every kevents metric (counter or gauge, and a one-line help text) to the
+/// installed `metrics` recorder, so that exporters print `# HELP` and `# TYPE` lines for them.
+/// Call it once, after installing the recorder.
+///
+/// ```
+/// // With no recorder installed this does nothing; with one it registers the descriptions.
+/// kevents_actors::stats::describe_metrics();
+/// ```
+pub fn describe_metrics() {
+    for (name, kind, help) in names::ALL {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+        }
+    }
+}
 
 /// A point-in-time copy of every counter of one watcher.
 #[derive(Debug, Clone, PartialEq, Eq)]

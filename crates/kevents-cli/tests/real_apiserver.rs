@@ -1,8 +1,9 @@
 //! The whole pipeline (recorder -> broadcaster -> correlator -> sink actor -> HttpSink)
 //! against a real kube-apiserver v1.20.2 (kevents-testkit's `RealApiserver`).
 //!
-//! Without a provisioned apiserver these tests print why and pass, except in CI (`CI=true`)
-//! or with `KEVENTS_REQUIRE_APISERVER=1`, where they fail.
+//! Without a provisioned apiserver these tests are ignored, with the command that runs them
+//! (`kevents_testkit::real_apiserver_tests!`), except in CI (`CI=true`) or with
+//! `KEVENTS_REQUIRE_APISERVER=1`, where they run and fail.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,8 +18,24 @@ use kevents_http::{HttpConfig, HttpSink};
 use kevents_sim::workload::Workload;
 use kevents_testkit::RealApiserver;
 
-fn start() -> Option<RealApiserver> {
-    RealApiserver::start().expect("starting the real kube-apiserver")
+fn start() -> RealApiserver {
+    RealApiserver::start()
+        .expect("starting the real kube-apiserver")
+        .expect("kube-apiserver is not provisioned (see above)")
+}
+
+kevents_testkit::real_apiserver_tests! {
+    #[test]
+    fn pipeline_against_real_apiserver() {
+        pipeline_run();
+    }
+
+    /// Workload `api` (type Warning): 3 000 occurrences, 2 500 pass the spam filter; a correct
+    /// run stores 600 events whose counts sum to 2 500 (client-go: 1 004).
+    #[test]
+    fn api_workload_stores_every_occurrence_that_passes_the_spam_filter() {
+        api_workload_run();
+    }
 }
 
 async fn sink(kubeconfig: &Path) -> HttpSink {
@@ -101,9 +118,8 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn pipeline_against_real_apiserver() {
-    let Some(server) = start() else { return };
+fn pipeline_run() {
+    let server = start();
     actix::System::new().block_on(async {
         let admin = sink(&server.admin_kubeconfig).await;
         let nobody = sink(&server.nobody_kubeconfig).await;
@@ -264,11 +280,9 @@ fn pipeline_against_real_apiserver() {
     });
 }
 
-/// Workload `api` (type Warning): 3 000 occurrences, 2 500 pass the spam filter; a correct
-/// run stores 600 events whose counts sum to 2 500 (client-go: 1 004).
-#[test]
-fn api_workload_stores_every_occurrence_that_passes_the_spam_filter() {
-    let Some(server) = start() else { return };
+/// Workload `api` through the pipeline to kube-apiserver, then its counts checked.
+fn api_workload_run() {
+    let server = start();
     kubectl(&server.admin_kubeconfig, &["create", "namespace", "bench"]);
     actix::System::new().block_on(async {
         let admin = sink(&server.admin_kubeconfig).await;

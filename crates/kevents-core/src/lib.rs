@@ -27,6 +27,8 @@
 //! assert!(!decision.skip && decision.patch.is_none()); // first sighting: CREATE
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod core_v1;
 pub mod events_v1;
 pub mod json;

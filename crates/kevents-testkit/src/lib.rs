@@ -3,9 +3,12 @@
 //! and the conformance suites ([`conformance::core_v1`], [`conformance::events_v1`]) that run
 //! the same scenarios against both through a [`Target`].
 //!
-//! When the kube-apiserver binary is not provisioned, [`RealApiserver::start`] prints why
-//! the real-apiserver tests skip and returns `Ok(None)`, except in CI (`CI` set to anything
-//! but `false`/`0`) or with `KEVENTS_REQUIRE_APISERVER=1`, where it is an error.
+//! Real-apiserver tests are wrapped in [`real_apiserver_tests!`]: when the kube-apiserver
+//! binary ([`apiserver_binary`]) is not provisioned at build time they are `#[ignore]`d with
+//! the command that runs them, so `cargo test` lists them as `ignored` with that reason.
+//! In CI (`CI` set to anything but `false`/`0`) or with `KEVENTS_REQUIRE_APISERVER=1` they
+//! always run, and fail if the binary is missing ([`RealApiserver::start`] returns
+//! [`TestkitError::NotProvisioned`]).
 //!
 //! ```no_run
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,6 +25,61 @@
 //! ```
 
 pub mod conformance;
+
+/// Wraps real-apiserver tests: with the kube-apiserver binary provisioned when the crate was
+/// built, or when CI or `KEVENTS_REQUIRE_APISERVER=1` require it, the items are emitted as
+/// they are; otherwise each gets `#[ignore]` with the command that runs it. Decided by
+/// kevents-testkit's build script, which Cargo runs again when the binary appears or
+/// disappears or those variables change.
+///
+/// ```
+/// kevents_testkit::real_apiserver_tests! {
+///     #[test]
+///     fn against_kube_apiserver() {
+///         let server = kevents_testkit::RealApiserver::start()
+///             .expect("starting kube-apiserver")
+///             .expect("kube-apiserver is provisioned");
+///         assert!(server.url.starts_with("https://"));
+///     }
+/// }
+/// ```
+#[cfg(kevents_apiserver)]
+#[allow(clippy::test_attr_in_doctest)] // the example is what a test file holds
+#[macro_export]
+macro_rules! real_apiserver_tests {
+    ($($item:item)*) => {
+        $($item)*
+    };
+}
+
+/// Wraps real-apiserver tests: with the kube-apiserver binary provisioned when the crate was
+/// built, or when CI or `KEVENTS_REQUIRE_APISERVER=1` require it, the items are emitted as
+/// they are; otherwise each gets `#[ignore]` with the command that runs it. Decided by
+/// kevents-testkit's build script, which Cargo runs again when the binary appears or
+/// disappears or those variables change.
+///
+/// ```
+/// kevents_testkit::real_apiserver_tests! {
+///     #[test]
+///     fn against_kube_apiserver() {
+///         let server = kevents_testkit::RealApiserver::start()
+///             .expect("starting kube-apiserver")
+///             .expect("kube-apiserver is provisioned");
+///         assert!(server.url.starts_with("https://"));
+///     }
+/// }
+/// ```
+#[cfg(not(kevents_apiserver))]
+#[allow(clippy::test_attr_in_doctest)] // the example is what a test file holds
+#[macro_export]
+macro_rules! real_apiserver_tests {
+    ($($item:item)*) => {
+        $(
+            #[ignore = "needs a real kube-apiserver: run `bash scripts/apiserver/provision.sh` once (as root), then `cargo test --workspace`"]
+            $item
+        )*
+    };
+}
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -134,7 +192,8 @@ pub struct RealApiserver {
 
 impl RealApiserver {
     /// Starts one (blocking, 2-10 s). `Ok(None)`: not provisioned and not required, after
-    /// printing why the caller skips.
+    /// printing why (tests wrapped in [`real_apiserver_tests!`] are then ignored, unless run
+    /// with `--ignored`, and should fail on `None`).
     pub fn start() -> Result<Option<Self>, TestkitError> {
         let bin = apiserver_binary();
         if !bin.exists() {
@@ -142,7 +201,7 @@ impl RealApiserver {
                 return Err(TestkitError::NotProvisioned(bin));
             }
             eprintln!(
-                "skipping: real apiserver not provisioned ({} is missing), run scripts/apiserver/provision.sh",
+                "real apiserver not provisioned ({} is missing), run scripts/apiserver/provision.sh",
                 bin.display()
             );
             return Ok(None);

@@ -1,13 +1,16 @@
 //! The Sink actor of a core/v1 chain: writes correlated events through an [`EventSink`] with
 //! the keyed writer engine (in order per event, concurrently across events, retried), under
 //! an actix `Supervisor` that restarts it without losing what is queued. Each attempt is
-//! core's [`WriteEvent`] (client-go's `recordEvent`: PATCH, CREATE after 404).
+//! core's [`WriteEvent`] (client-go's `recordEvent`: PATCH, CREATE after 404), run inside a
+//! `kevents.write` debug span (`sink`, `event`, `verb`, `attempt`; `status` when it settles).
 
 use std::sync::Arc;
 
 use actix::WeakRecipient;
 use actix::prelude::*;
-use kevents_core::{Disposition, Event, EventSink, WriteEvent, WriteOutcome};
+use kevents_core::{Disposition, Event, EventSink, WriteEvent, WriteKind, WriteOutcome};
+use tracing::Instrument;
+use tracing::instrument::Instrumented;
 
 use crate::message::DeliverySlot;
 use crate::policy::RetryPolicy;
@@ -106,6 +109,13 @@ impl SinkActor {
         }
     }
 
+    /// Records how the attempt of `key`'s head write ended on its span (`kevents.write`).
+    fn traced(&mut self, key: &Key, status: &'static str) {
+        if let Some(job) = self.writer.head_mut(key) {
+            job.span.record("status", status);
+        }
+    }
+
     /// The sink is broken (a panic, a fatal error): restart it; the write is tried again
     /// unless it used up its attempts.
     fn restart(&mut self, key: &Key, attempts: u32, ctx: &mut Context<Self>) {
@@ -121,7 +131,7 @@ impl SinkActor {
 impl KeyedWrites for SinkActor {
     type Write = QueuedWrite;
     type Output = WriteOutcome;
-    type Attempt = WriteEvent<Arc<dyn EventSink>, Arc<Event>>;
+    type Attempt = Instrumented<WriteEvent<Arc<dyn EventSink>, Arc<Event>>>;
 
     fn writer(&mut self) -> &mut KeyedWriter<QueuedWrite> {
         &mut self.writer
@@ -132,14 +142,24 @@ impl KeyedWrites for SinkActor {
     }
 
     fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
-        let w = &self.writer.head_mut(key)?.write;
+        let job = self.writer.head_mut(key)?;
+        let w = &job.write;
         // Counted before the call: a sink that panics in it made an attempt too.
         self.counters.attempt();
-        Some(WriteEvent::new(
+        job.span = tracing::debug_span!(
+            "kevents.write",
+            sink = %self.counters.name(),
+            event = %key,
+            verb = if w.patch.is_some() { "patch" } else { "create" },
+            attempt = job.attempts,
+            status = tracing::field::Empty,
+        );
+        let attempt = WriteEvent::new(
             Arc::clone(&self.sink),
             Arc::clone(&w.event),
             w.patch.as_deref(),
-        ))
+        );
+        Some(attempt.instrument(job.span.clone()))
     }
 
     fn settle(
@@ -161,12 +181,21 @@ impl KeyedWrites for SinkActor {
             Err(Panicked(panic)) => {
                 tracing::error!(sink = %name, event = %key, panic = %panic,
                     "event sink panicked; restarting it (queued writes are kept)");
+                self.traced(key, "panicked");
                 self.restart(key, attempts, ctx);
                 return Settle::Done;
             }
         };
         let err = match outcome.result {
             Ok(stored) => {
+                self.traced(
+                    key,
+                    match outcome.kind {
+                        WriteKind::Create => "created",
+                        WriteKind::Patch => "patched",
+                        WriteKind::Recreate => "recreated",
+                    },
+                );
                 self.finish(key, WriteEnd::Stored(outcome.kind), Some(stored));
                 return Settle::Done;
             }
@@ -175,6 +204,7 @@ impl KeyedWrites for SinkActor {
         if self.retry.fatal.as_ref().is_some_and(|f| f(&err)) {
             tracing::error!(sink = %name, event = %key, error = %err,
                 "fatal sink error; restarting the sink (queued writes are kept)");
+            self.traced(key, "fatal");
             self.restart(key, attempts, ctx);
             return Settle::Done;
         }
@@ -184,6 +214,7 @@ impl KeyedWrites for SinkActor {
                 tracing::debug!(sink = %name, event = %key, error = %err, attempt = attempts,
                     "unable to write event (may retry after sleeping)");
                 if let Some(job) = self.writer.head_mut(key) {
+                    job.span.record("status", "retry");
                     job.delay = (!d.is_zero()).then_some(d);
                 }
                 Settle::Again
@@ -191,6 +222,7 @@ impl KeyedWrites for SinkActor {
             Disposition::Retry => {
                 tracing::warn!(sink = %name, event = %key, error = %err, attempts,
                     "unable to write event (retry limit exceeded)");
+                self.traced(key, "retry_exhausted");
                 self.finish(key, WriteEnd::RetryExhausted { log: true }, None);
                 Settle::Done
             }
@@ -202,6 +234,7 @@ impl KeyedWrites for SinkActor {
                     tracing::warn!(sink = %name, event = %key, error = %err,
                         "server rejected event (will not retry)");
                 }
+                self.traced(key, "rejected");
                 self.finish(key, WriteEnd::Rejected, None);
                 Settle::Done
             }

@@ -10,6 +10,7 @@ use kevents_core::events_v1::{
 };
 use kevents_core::{SharedClock, SinkError, Time};
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use super::options::SeriesSinkOptions;
 use crate::message::{DeliverySlot, EventMessage, Recorded};
@@ -133,10 +134,22 @@ impl KeyedWrites for SeriesActor {
     }
 
     fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
-        let write = self.writer.head_mut(key)?.write.clone();
+        let job = self.writer.head_mut(key)?;
+        let write = job.write.clone();
         self.counts.attempts += 1;
+        job.span = tracing::debug_span!(
+            "kevents.write",
+            sink = %self.counts.name,
+            event = %key,
+            verb = if write.is_create() { "create" } else { "patch" },
+            reason = write.reason().as_str(),
+            attempt = job.attempts,
+            status = tracing::field::Empty,
+        );
         let sink = Arc::clone(&self.sink);
-        Some(Box::pin(async move { write_once(&*sink, write).await }))
+        Some(Box::pin(
+            async move { write_once(&*sink, write).await }.instrument(job.span.clone()),
+        ))
     }
 
     fn settle(
@@ -160,18 +173,22 @@ impl KeyedWrites for SeriesActor {
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
         let c = &mut self.counts;
-        match step {
+        let status = match step {
             Step::Stored => {
-                if out.recreated {
+                let status = if out.recreated {
                     c.recreated += 1;
+                    "recreated"
                 } else if out.sent.is_create() {
                     c.created += 1;
+                    "created"
                 } else {
                     c.patched += 1;
-                }
+                    "patched"
+                };
                 if reason == WriteReason::Flush {
                     c.flush_written += 1;
                 }
+                status
             }
             Step::Retry if attempt < self.retry.attempts() => {
                 let delay = self.retry.delay(attempt + 1, out.result.as_ref().err());
@@ -180,6 +197,7 @@ impl KeyedWrites for SeriesActor {
                     error = ?out.result.as_ref().err(),
                     "events.k8s.io/v1 write failed; retrying"
                 );
+                job.span.record("status", "retry");
                 job.write = out.sent.retry();
                 job.delay = (!delay.is_zero()).then_some(delay);
                 return Settle::Again;
@@ -191,8 +209,12 @@ impl KeyedWrites for SeriesActor {
                     error = ?out.result.as_ref().err(),
                     "events.k8s.io/v1 write given up after the retry budget"
                 );
+                "retry_exhausted"
             }
-            Step::Rescheduled => c.rescheduled += 1,
+            Step::Rescheduled => {
+                c.rescheduled += 1;
+                "rescheduled"
+            }
             Step::Recreate | Step::Dropped { .. } => {
                 c.rejected += 1;
                 if step != (Step::Dropped { quiet: true }) {
@@ -202,8 +224,10 @@ impl KeyedWrites for SeriesActor {
                         "events.k8s.io/v1 write rejected"
                     );
                 }
+                "rejected"
             }
-        }
+        };
+        job.span.record("status", status);
         self.writer.finish(key);
         Settle::Done
     }

@@ -34,3 +34,90 @@ pub(crate) const SERIES_REQUESTS: &str = "kevents_series_requests_total";
 pub(crate) const SERIES_OPEN: &str = "kevents_series_open";
 /// Gauge, label `sink`: tracked events now.
 pub(crate) const SERIES_ENTRIES: &str = "kevents_series_entries";
+
+/// Whether a metric is a counter or a gauge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// Every metric with its kind and the help text exporters print (`# HELP`).
+pub(crate) const ALL: [(&str, Kind, &str); 16] = [
+    (
+        RECORDED,
+        Kind::Counter,
+        "Occurrences accepted into the intake.",
+    ),
+    (
+        DROPPED,
+        Kind::Counter,
+        "Occurrences refused at the recorder, by reason (invalid, intake_full, after_shutdown).",
+    ),
+    (
+        BROADCAST,
+        Kind::Counter,
+        "Events the broadcaster distributed.",
+    ),
+    (
+        WATCHER_ACCEPTED,
+        Kind::Counter,
+        "Events queued for a watcher (sink chains are watchers sink:<name> and series:<name>).",
+    ),
+    (
+        WATCHER_DROPPED,
+        Kind::Counter,
+        "Events a watcher did not get, by reason (full, closed).",
+    ),
+    (
+        SINK_EVENTS,
+        Kind::Counter,
+        "Correlator decisions of a core/v1 sink chain (correlated, aggregated, spam_filtered).",
+    ),
+    (
+        SINK_WRITES,
+        Kind::Counter,
+        "Finished core/v1 writes by outcome (created, patched, recreated, rejected, retry_exhausted, abandoned).",
+    ),
+    (
+        SINK_ATTEMPTS,
+        Kind::Counter,
+        "Requests a core/v1 sink made, retries included.",
+    ),
+    (
+        SINK_RESTARTS,
+        Kind::Counter,
+        "Supervisor restarts of a core/v1 sink actor (panics, fatal errors).",
+    ),
+    (
+        QUEUE_DEPTH,
+        Kind::Gauge,
+        "Items waiting in a queue (intake, watcher:<name>, sink:<name>).",
+    ),
+    (
+        SERIES_EVICTED,
+        Kind::Counter,
+        "Series cache entries evicted because the cache was full, by kind (singleton, series).",
+    ),
+    (
+        SERIES_WRITES,
+        Kind::Counter,
+        "Series writes produced by the timers and the shutdown flush, by reason (heartbeat, finish, flush).",
+    ),
+    (
+        SERIES_COUNTED,
+        Kind::Counter,
+        "Repeats of an events.k8s.io/v1 event counted in memory without a write.",
+    ),
+    (
+        SERIES_REQUESTS,
+        Kind::Counter,
+        "Finished events.k8s.io/v1 writes by outcome (delivered, failed).",
+    ),
+    (SERIES_OPEN, Kind::Gauge, "Open events.k8s.io/v1 series."),
+    (
+        SERIES_ENTRIES,
+        Kind::Gauge,
+        "Events tracked by the events.k8s.io/v1 series cache.",
+    ),
+];

@@ -28,6 +28,8 @@ pub(crate) struct Job<W> {
     pub(crate) attempts: u32,
     /// Sleep before the next attempt (set by the chain after a retryable failure).
     pub(crate) delay: Option<Duration>,
+    /// The tracing span of the current attempt (set by the chain when it starts one).
+    pub(crate) span: tracing::Span,
     /// The watcher queue slot this write holds, if any.
     slot: Option<DeliverySlot>,
 }
@@ -66,6 +68,7 @@ impl<W> KeyedWriter<W> {
             write,
             attempts: 0,
             delay: None,
+            span: tracing::Span::none(),
             slot,
         };
         self.len += 1;

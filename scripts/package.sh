@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Packages every published crate (kevents-core, kevents-actors, kevents-http, kevents-sim and
+# the kevents facade) as `cargo publish` would, and verifies that each .crate builds on its
+# own: Cargo packages the workspace members together, in dependency order, and builds the
+# dependents against the freshly packaged dependencies through a local registry overlay, so
+# nothing has to be on crates.io yet. kevents-testkit and kevents-cli are `publish = false`.
+#
+# Usage: bash scripts/package.sh [extra cargo package flags, e.g. --no-verify]
+# Result: $CARGO_TARGET_DIR/package/*.crate (default target/package/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The verification builds the libraries without dev-dependencies, so k8s-openapi (through
+# kube) needs its Kubernetes version from the environment; a final binary picks its own.
+export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.37}"
+
+# --allow-dirty: this checks that the crates package and build; it does not publish.
+cargo package --workspace --locked --allow-dirty \
+    --exclude kevents-testkit --exclude kevents-cli "$@"
+
+dir="${CARGO_TARGET_DIR:-target}/package"
+# The first `version = ` of the root manifest is [workspace.package]'s, shared by all crates.
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+for crate in kevents-core kevents-actors kevents-http kevents-sim kevents; do
+    file="$dir/$crate-$version.crate"
+    # The license text ships with every crate (a symlink to the root LICENSE in each
+    # crate directory, which Cargo packages as a file).
+    files=$(tar -tzf "$file")
+    if ! grep -qx "$crate-$version/LICENSE" <<<"$files"; then
+        echo "error: $file has no LICENSE" >&2
+        exit 1
+    fi
+    # Sources only: a crate over 1 MiB has picked up fixtures or build output.
+    size=$(stat -c %s "$file")
+    if [ "$size" -gt 1048576 ]; then
+        echo "error: $file is $size bytes; check the package's include/exclude" >&2
+        exit 1
+    fi
+    printf '%-16s %7d bytes, %3d files\n' "$crate" "$size" "$(wc -l <<<"$files")"
+done
