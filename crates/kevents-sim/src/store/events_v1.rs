@@ -1,7 +1,7 @@
 //! `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]` as kube-apiserver 1.20.2 answers
 //! it: strict validation on create (`ValidateEventCreate`, including 1.20's rule that an event about
 //! a cluster-scoped object must be in `kube-system`), 409 `AlreadyExists`, 404 on a PATCH of a
-//! missing event, strategic merge of the series on PATCH with 1.20's update validation (F7:
+//! missing event, strategic merge of the series on PATCH with 1.20's update validation (`ValidateEventUpdate`:
 //! the new object is compared with itself, so nothing is refused for being changed).
 //!
 //! The events live in their own map (a real apiserver stores both APIs together; the
