@@ -539,6 +539,16 @@ fn incluster_from(
     Ok(out)
 }
 
+/// The environment variable that lets a kubeconfig send credentials over plain `http://` to a
+/// loopback host (127.0.0.0/8, `::1`, `localhost`) only: for tests against local fake
+/// apiservers. Any other host over plain `http://` is still refused.
+pub const ALLOW_LOOPBACK_HTTP_ENV: &str = "KEVENTS_ALLOW_CREDENTIALS_OVER_LOOPBACK_HTTP";
+
+/// Whether [`ALLOW_LOOPBACK_HTTP_ENV`] is set to `1`.
+fn loopback_http_allowed_by_env() -> bool {
+    std::env::var(ALLOW_LOOPBACK_HTTP_ENV).is_ok_and(|v| v == "1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,14 +604,4 @@ mod tests {
         assert_eq!(decode_text(be).unwrap(), text);
         assert!(decode_text(vec![0xC3]).is_err());
     }
-}
-
-/// The environment variable that lets a kubeconfig send credentials over plain `http://` to a
-/// loopback host (127.0.0.0/8, `::1`, `localhost`) only: for tests against local fake
-/// apiservers. Any other host over plain `http://` is still refused.
-pub const ALLOW_LOOPBACK_HTTP_ENV: &str = "KEVENTS_ALLOW_CREDENTIALS_OVER_LOOPBACK_HTTP";
-
-/// Whether [`ALLOW_LOOPBACK_HTTP_ENV`] is set to `1`.
-fn loopback_http_allowed_by_env() -> bool {
-    std::env::var(ALLOW_LOOPBACK_HTTP_ENV).is_ok_and(|v| v == "1")
 }
