@@ -16,7 +16,7 @@ use kevents_core::{Event, EventSink, SinkError, SinkFuture};
 use kevents_http::secrecy::ExposeSecret as _;
 use kevents_http::{Auth, HttpConfig, HttpSink, ServerVersion};
 
-use crate::demo::sanitize;
+use crate::sanitize;
 
 /// How long each request of the reachability probe may take (connect included).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);

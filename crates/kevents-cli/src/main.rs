@@ -8,6 +8,7 @@ mod bench_pipeline;
 mod cluster;
 mod demo;
 mod replay_cmd;
+mod sanitize;
 
 use clap::{Parser, Subcommand};
 

@@ -10,20 +10,20 @@ mod excerpt;
 pub mod kubectl;
 mod lines;
 mod options;
+mod trace;
 
 use std::future::Future;
 use std::io::{self, BufRead, Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
 use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
 use kevents_core::{
-    Event, EventFactory, EventSource, InvalidEvent, Naming, ObjectReference, Occurrence, Time,
-    VirtualClock, WriteKind, write_event,
+    Event, EventFactory, InvalidEvent, Naming, Occurrence, Time, VirtualClock, WriteKind,
+    write_event,
 };
 
 use crate::memory::MemoryApiServer;
@@ -34,45 +34,7 @@ pub use options::{
     ReplayOptions, parse_burst, parse_lru, parse_max_events, parse_max_interval,
     parse_max_line_bytes, parse_max_occurrences, parse_qps,
 };
-
-/// One input line: an occurrence or a server-side deletion.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TraceLine {
-    /// Unix time in nanoseconds.
-    pub time: i64,
-    /// Reporting source.
-    #[serde(default)]
-    pub source: EventSource,
-    /// Involved object.
-    #[serde(default)]
-    pub object: Option<ObjectReference>,
-    /// Event type.
-    #[serde(default, rename = "type")]
-    pub type_: String,
-    /// Reason.
-    #[serde(default)]
-    pub reason: String,
-    /// Message.
-    #[serde(default)]
-    pub message: String,
-    /// Annotations (optional).
-    #[serde(default)]
-    pub annotations: std::collections::BTreeMap<String, String>,
-    /// A deletion instead of an occurrence.
-    #[serde(default)]
-    pub delete: Option<DeleteLine>,
-}
-
-/// A server-side deletion.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeleteLine {
-    /// Namespace of the event.
-    pub namespace: String,
-    /// Name of the event.
-    pub name: String,
-}
+pub use trace::{DeleteLine, TraceLine};
 
 /// Input that could not be replayed. Every message names where (the physical 1-based line
 /// of the input, blank lines included, or the item of a `kubectl` document) and quotes at most

@@ -15,7 +15,6 @@
 //! counters, which are printed whatever happened. The exit code says how it went
 //! ([`FailureKind`]).
 
-pub mod sanitize;
 pub mod scenario;
 pub mod table;
 
@@ -38,6 +37,7 @@ use crate::cluster::{
     self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink, is_idle,
     one_line,
 };
+use crate::sanitize;
 use scenario::Step;
 
 /// Options of `kevents demo`.

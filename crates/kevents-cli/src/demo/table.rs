@@ -2,7 +2,7 @@
 
 use kevents_core::{Event, Time};
 
-use super::sanitize;
+use crate::sanitize;
 
 /// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration), for ages.
 ///

@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::TraceLine;
 use super::excerpt;
+use super::trace::TraceLine;
 
 /// A `kubectl` document that cannot be replayed. Nothing of it is replayed then.
 #[derive(Debug, Error)]
