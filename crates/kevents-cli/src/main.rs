@@ -100,17 +100,13 @@ fn error_text(e: &anyhow::Error) -> String {
     printable(&text)
 }
 
-/// `s` with control characters other than newlines escaped, so no error can drive the terminal.
+/// `s` with control characters other than newlines escaped (kevents-core's rule for server
+/// text, line by line), so no error can drive the terminal.
 fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let keep = c == '\n' || !c.is_control();
-            let escaped = (!keep).then(|| c.escape_default());
-            keep.then_some(c)
-                .into_iter()
-                .chain(escaped.into_iter().flatten())
-        })
-        .collect()
+    s.split('\n')
+        .map(|line| kevents_core::status::sanitize_server_text_to(line, usize::MAX))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn main() -> std::process::ExitCode {

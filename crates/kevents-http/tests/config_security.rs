@@ -2,8 +2,10 @@
 //! never appear in `Debug` output, error messages or logs (captured at TRACE level for every
 //! crate, reqwest/hyper/rustls included).
 
+mod common;
+
+use common::{log_text, logs};
 use std::io::Write as _;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kevents_core::{Event, EventSink, SinkError};
@@ -11,42 +13,6 @@ use kevents_http::{ClientIdentity, ConfigError, HttpConfig, HttpSink};
 use kevents_sim::{SimConfig, Simulator};
 
 const KEY_MARKER: &str = "MIIEvQ-not-a-real-key-but-secret";
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Every log line of this test binary, at TRACE level for all targets.
-fn logs() -> &'static Captured {
-    static LOGS: OnceLock<Captured> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
-        captured
-    })
-}
-
-fn log_text() -> String {
-    String::from_utf8_lossy(&logs().0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-}
 
 fn event(name: &str) -> Event {
     let mut e = Event::default();

@@ -3,8 +3,10 @@
 //! plain HTTP. Every test checks what a user sees (typed errors, their `Display` and `Debug`)
 //! and that no secret appears there or in the logs (captured at TRACE level for every crate).
 
+mod common;
+
+use common::{log_text, logs};
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kevents_core::status::sanitize_server_text;
@@ -16,42 +18,6 @@ use kevents_http::{ConfigError, HttpConfig, HttpSink, ListError};
 use kevents_sim::{
     ErrorFault, FaultBody, Faults, ListFault, SimAuth, SimConfig, SimHandle, Simulator,
 };
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Every log line of this test binary, at TRACE level for all targets.
-fn logs() -> &'static Captured {
-    static LOGS: OnceLock<Captured> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
-        captured
-    })
-}
-
-fn log_text() -> String {
-    String::from_utf8_lossy(&logs().0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-}
 
 /// `Display` and `Debug` of a value.
 fn shown(e: &(impl std::fmt::Display + std::fmt::Debug)) -> String {
