@@ -268,12 +268,35 @@ impl ExecAuth {
     }
 }
 
+/// Most exec plugin configurations whose credential cache is kept.
+const MAX_SHARED_EXEC: usize = 64;
+
+/// The cache of an exec plugin configuration, shared by every sink built with an equal
+/// configuration (client-go keeps one authenticator per configuration too): a probe sink, the
+/// pipeline's sink and a list sink run the plugin once between them.
+fn shared_exec(config: &ExecConfig) -> Arc<ExecAuth> {
+    static SHARED: Mutex<Vec<Arc<ExecAuth>>> = Mutex::new(Vec::new());
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(found) = shared.iter().find(|a| &a.config == config) {
+        return found.clone();
+    }
+    if shared.len() >= MAX_SHARED_EXEC {
+        shared.remove(0);
+    }
+    let auth = Arc::new(ExecAuth {
+        config: config.clone(),
+        state: tokio::sync::Mutex::new(ExecState::default()),
+    });
+    shared.push(auth.clone());
+    auth
+}
+
 /// The credential source of a sink.
 pub(crate) enum AuthHeader {
     None,
     Static(HeaderValue),
     File(TokenFile),
-    Exec(Box<ExecAuth>),
+    Exec(Arc<ExecAuth>),
 }
 
 impl AuthHeader {
@@ -294,10 +317,7 @@ impl AuthHeader {
                 refresh: *refresh,
                 cached: Mutex::new(None),
             }),
-            Auth::Exec(config) => AuthHeader::Exec(Box::new(ExecAuth {
-                config: (**config).clone(),
-                state: tokio::sync::Mutex::new(ExecState::default()),
-            })),
+            Auth::Exec(config) => AuthHeader::Exec(shared_exec(config)),
         })
     }
 

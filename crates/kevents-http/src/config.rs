@@ -216,7 +216,8 @@ pub enum Auth {
     /// An exec credential plugin (kubeconfig `users[].user.exec`): run when a credential is
     /// needed, its token and/or client certificate cached until shortly before their
     /// `expirationTimestamp` or until the server answers 401 (then the plugin runs again and
-    /// the request is sent once more). Concurrent requests share one run. See
+    /// the request is sent once more). Concurrent requests share one run, and sinks built
+    /// with equal `ExecConfig`s share one cache (as client-go's authenticator cache). See
     /// [`ExecConfig`].
     Exec(Box<ExecConfig>),
 }

@@ -135,6 +135,11 @@ async fn the_plugin_runs_once_for_many_requests() {
     }
     assert_eq!(plugin.runs(), 1);
     assert_eq!(sim.events().len(), 20);
+    // Another sink with the same plugin configuration shares the cached credential (as
+    // client-go's authenticator cache): a probe sink and a pipeline's sink run it once.
+    let other = sink_for(&sim, &plugin, None).await;
+    other.create(&event("once.other")).await.unwrap();
+    assert_eq!(plugin.runs(), 1);
     assert_secret_free(&[token], &[&format!("{sink:?}")]);
 }
 
