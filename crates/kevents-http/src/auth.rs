@@ -256,7 +256,11 @@ impl ExecAuth {
         {
             return Some(c.credential.clone());
         }
-        state.current = None;
+        // The refused credential is expired (a failed run must not fall back to it), but kept
+        // so that the same certificate returned again keeps its client and connections.
+        if let Some(c) = state.current.as_mut() {
+            c.expires = Some(std::time::UNIX_EPOCH);
+        }
         match self.refresh(&mut state).await {
             Ok(c) if !c.same_as(used) => Some(c),
             Ok(_) => None,
