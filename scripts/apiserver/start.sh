@@ -5,7 +5,11 @@
 #
 # On success DIR contains:
 #   env                 KEY=VALUE lines (`set -a; . DIR/env; set +a`): KEVENTS_APISERVER_URL, KEVENTS_APISERVER_CA,
-#                       KEVENTS_ADMIN_TOKEN, KEVENTS_NOBODY_TOKEN, ETCD_PID, APISERVER_PID
+#                       KEVENTS_ADMIN_TOKEN, KEVENTS_NOBODY_TOKEN, ETCD_PID, APISERVER_PID,
+#                       KEVENTS_EXEC_TOKENS (three more system:masters tokens, comma-separated,
+#                       for credential-rotation tests), KEVENTS_CLIENT_CERT / KEVENTS_CLIENT_KEY
+#                       (a client certificate of user kevents-cert-admin in group system:masters,
+#                       signed by the client CA DIR/pki-client/ca.crt given to --client-ca-file)
 #                       (plus KEVENTS_APISERVER_DIR, KEVENTS_ADMIN_KUBECONFIG,
 #                       KEVENTS_NOBODY_KUBECONFIG, ETCD_URL)
 #   admin.kubeconfig    kubeconfig for the admin token (group system:masters)
@@ -113,11 +117,33 @@ openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
 openssl rsa -in "$DIR/sa.key" -pubout -out "$DIR/sa.pub" 2>/dev/null
 ADMIN_TOKEN=$(openssl rand -hex 24)
 NOBODY_TOKEN=$(openssl rand -hex 24)
+EXEC_TOKENS=()
+for i in 1 2 3; do EXEC_TOKENS+=("exec$i-$(openssl rand -hex 20)"); done
 {
     echo "$ADMIN_TOKEN,kevents-admin,kevents-admin-uid,\"system:masters\""
     echo "$NOBODY_TOKEN,nobody,nobody-uid"
+    for i in 0 1 2; do
+        echo "${EXEC_TOKENS[$i]},kevents-exec-$i,kevents-exec-$i-uid,\"system:masters\""
+    done
 } >"$DIR/tokens.csv"
 chmod 600 "$DIR/tokens.csv" "$DIR/sa.key"
+
+# A client CA and one client certificate (user kevents-cert-admin, group system:masters).
+mkdir -p "$DIR/pki-client"
+openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 30 \
+    -keyout "$DIR/pki-client/ca.key" -out "$DIR/pki-client/ca.crt" -subj "/CN=kevents-client-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -sha256 -keyout "$DIR/pki-client/admin.key" \
+    -out "$DIR/pki-client/admin.csr" -subj "/O=system:masters/CN=kevents-cert-admin" 2>/dev/null
+printf '%s\n' \
+    "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth" >"$DIR/pki-client/client.ext"
+openssl x509 -req -in "$DIR/pki-client/admin.csr" -CA "$DIR/pki-client/ca.crt" \
+    -CAkey "$DIR/pki-client/ca.key" -CAcreateserial -days 30 -sha256 \
+    -extfile "$DIR/pki-client/client.ext" -out "$DIR/pki-client/admin.crt" 2>/dev/null
+chmod 600 "$DIR/pki-client/ca.key" "$DIR/pki-client/admin.key"
 
 # ------------------------------------------------------------------- etcd
 start_etcd() {
@@ -191,6 +217,7 @@ start_apiserver() {
         --insecure-port=0 \
         --cert-dir="$DIR/certs" \
         --token-auth-file="$DIR/tokens.csv" \
+        --client-ca-file="$DIR/pki-client/ca.crt" \
         --authorization-mode=RBAC \
         --service-account-issuer=https://kubernetes.default.svc \
         --service-account-key-file="$DIR/sa.pub" \
@@ -295,6 +322,9 @@ write_kubeconfig "$DIR/nobody.kubeconfig" nobody "$NOBODY_TOKEN"
         "KEVENTS_NOBODY_TOKEN=$NOBODY_TOKEN" \
         "KEVENTS_ADMIN_KUBECONFIG=$DIR/admin.kubeconfig" \
         "KEVENTS_NOBODY_KUBECONFIG=$DIR/nobody.kubeconfig" \
+        "KEVENTS_EXEC_TOKENS=$(IFS=,; echo "${EXEC_TOKENS[*]}")" \
+        "KEVENTS_CLIENT_CERT=$DIR/pki-client/admin.crt" \
+        "KEVENTS_CLIENT_KEY=$DIR/pki-client/admin.key" \
         "ETCD_URL=$ETCD_URL" \
         "ETCD_PID=$ETCD_PID" \
         "APISERVER_PID=$APISERVER_PID"; do

@@ -182,7 +182,8 @@ pub fn register_credentials(config: &HttpConfig) -> Result<(), Failure> {
                 ));
             }
         },
-        Auth::None => {}
+        // Obtained when a request needs it; never printed by kevents.
+        Auth::Exec(_) | Auth::None => {}
     }
     if let Some(id) = &config.client_identity
         && let Ok(key) = std::str::from_utf8(id.key_pem.expose_secret())

@@ -18,8 +18,8 @@ use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::AuthHeader;
-use crate::config::{ConfigError, HttpConfig, redact_url};
+use crate::auth::{AuthHeader, Credential};
+use crate::config::{ClientIdentity, ConfigError, HttpConfig, redact_url};
 
 /// Content type of the record package's patches.
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -54,7 +54,12 @@ pub struct HttpSink {
 }
 
 pub(crate) struct Inner {
+    /// The client with the configuration's TLS identity.
     client: reqwest::Client,
+    /// The configuration, to build a client with another client certificate.
+    config: HttpConfig,
+    /// The client for the client certificate an exec plugin returned last.
+    exec_client: std::sync::Mutex<Option<(Arc<ClientIdentity>, reqwest::Client)>>,
     base: Url,
     default_namespace: String,
     auth: AuthHeader,
@@ -124,6 +129,33 @@ pub(crate) fn unexpected(message: impl std::fmt::Display) -> SinkError {
     SinkError::UnexpectedObject(sanitize_server_text_to(&message.to_string(), 512))
 }
 
+/// The reqwest client for `config`: its TLS configuration (CA, client certificate, server
+/// name), proxy, timeouts, no redirects, no environment proxies.
+fn build_client(config: &HttpConfig) -> Result<reqwest::Client, ConfigError> {
+    let tls = crate::tls::client_config(config)?;
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(config.user_agent.clone())
+        .connect_timeout(config.connect_timeout)
+        .timeout(config.request_timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_keepalive(Duration::from_secs(30))
+        .no_proxy();
+    if let Some(proxy) = &config.proxy_url {
+        builder = builder.proxy(reqwest::Proxy::all(proxy.clone()).map_err(|e| {
+            ConfigError::Client(format!(
+                "proxy-url {}: {}",
+                redact_url(proxy),
+                error_chain(&e.without_url())
+            ))
+        })?);
+    }
+    builder
+        .build()
+        .map_err(|e| ConfigError::Client(error_chain(&e)))
+}
+
 fn header_err(e: impl std::fmt::Display) -> ConfigError {
     ConfigError::Unsupported(format!("impersonation header: {e}"))
 }
@@ -143,28 +175,7 @@ impl HttpSink {
     /// ```
     pub fn new(config: HttpConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let tls = crate::tls::client_config(&config)?;
-        let mut builder = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(config.user_agent.clone())
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_keepalive(Duration::from_secs(30))
-            .no_proxy();
-        if let Some(proxy) = &config.proxy_url {
-            builder = builder.proxy(reqwest::Proxy::all(proxy.clone()).map_err(|e| {
-                ConfigError::Client(format!(
-                    "proxy-url {}: {}",
-                    redact_url(proxy),
-                    error_chain(&e.without_url())
-                ))
-            })?);
-        }
-        let client = builder
-            .build()
-            .map_err(|e| ConfigError::Client(error_chain(&e)))?;
+        let client = build_client(&config)?;
         let mut extra_headers = Vec::new();
         if let Some(imp) = &config.impersonation {
             let user = HeaderName::from_static("impersonate-user");
@@ -181,6 +192,7 @@ impl HttpSink {
         Ok(HttpSink {
             inner: Arc::new(Inner {
                 client,
+                exec_client: std::sync::Mutex::new(None),
                 base: config.cluster_url.clone(),
                 default_namespace: config.default_namespace.clone(),
                 auth: AuthHeader::new(&config.auth)?,
@@ -189,6 +201,7 @@ impl HttpSink {
                 max_body: config.max_response_bytes,
                 max_list_pages: config.max_list_pages,
                 max_list_bytes: config.max_list_bytes,
+                config,
             }),
         })
     }
@@ -388,22 +401,55 @@ impl HttpSink {
         body: &Body,
         cap: usize,
     ) -> Result<Answer, SinkError> {
-        let auth = self
+        let credential = self
             .inner
             .auth
             .current()
-            // Usually a rotation in progress: worth a retry.
+            .await
+            // A token file being rotated, an exec plugin that failed: worth a retry.
             .map_err(|e| SinkError::Transport(e.0))?;
         let answer = self
-            .send_once(&method, &url, body, auth.as_ref(), cap)
+            .send_once(&method, &url, body, &credential, cap)
             .await?;
         if answer.status == StatusCode::UNAUTHORIZED
-            && let Some(fresh) = self.inner.auth.after_unauthorized(auth.as_ref())
+            && let Some(fresh) = self.inner.auth.after_unauthorized(&credential).await
         {
-            tracing::info!("401 with a token from a file that changed since: trying once more");
-            return self.send_once(&method, &url, body, Some(&fresh), cap).await;
+            tracing::info!("401 with a credential that has changed since: trying once more");
+            return self.send_once(&method, &url, body, &fresh, cap).await;
         }
         Ok(answer)
+    }
+
+    /// The client for `identity` (a client certificate from an exec plugin): built when the
+    /// certificate changes (new connections, with the new certificate); without one, the
+    /// configuration's client.
+    fn client_for(
+        &self,
+        identity: Option<&Arc<ClientIdentity>>,
+    ) -> Result<reqwest::Client, SinkError> {
+        let Some(identity) = identity else {
+            return Ok(self.inner.client.clone());
+        };
+        let mut slot = self
+            .inner
+            .exec_client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some((current, client)) = slot.as_ref()
+            && Arc::ptr_eq(current, identity)
+        {
+            return Ok(client.clone());
+        }
+        let mut config = self.inner.config.clone();
+        config.client_identity = Some((**identity).clone());
+        let client = build_client(&config).map_err(|e| {
+            SinkError::Transport(format!(
+                "the exec credential plugin's client certificate cannot be used: {e}"
+            ))
+        })?;
+        tracing::debug!("new HTTP client for the exec credential plugin's client certificate");
+        *slot = Some((identity.clone(), client.clone()));
+        Ok(client)
     }
 
     async fn send_once(
@@ -411,16 +457,16 @@ impl HttpSink {
         method: &Method,
         url: &Url,
         body: &Body,
-        auth: Option<&HeaderValue>,
+        credential: &Credential,
         cap: usize,
     ) -> Result<Answer, SinkError> {
         let inner = &self.inner;
         let started = Instant::now();
-        let mut req = inner
-            .client
+        let mut req = self
+            .client_for(credential.identity.as_ref())?
             .request(method.clone(), url.clone())
             .header(ACCEPT, "application/json");
-        if let Some(a) = auth {
+        if let Some(a) = &credential.header {
             req = req.header(AUTHORIZATION, a.clone());
         }
         for (k, v) in &inner.extra_headers {

@@ -13,6 +13,8 @@ use reqwest::Url;
 use secrecy::{SecretSlice, SecretString};
 use thiserror::Error;
 
+use crate::exec::{ExecConfig, ExecError};
+
 /// Default per-request timeout (connect, send, and read the whole response).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default TCP + TLS connect timeout.
@@ -162,6 +164,28 @@ pub enum ConfigError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    /// An exec credential plugin (`users[].user.exec`) cannot be used as configured
+    /// (no command, an unsupported `apiVersion`, `interactiveMode: Always`, ...).
+    #[error("{origin}: {source}")]
+    Exec {
+        /// Where the configuration comes from.
+        origin: String,
+        /// What is wrong.
+        source: ExecError,
+    },
+    /// A kubeconfig `auth-provider` entry (`oidc`, `gcp`, `azure`, ...): not supported;
+    /// client-go itself removed the `gcp` and `azure` providers in 1.26. Exec credential
+    /// plugins replace them: `gke-gcloud-auth-plugin` (GKE), `kubelogin` (AKS, and OIDC with
+    /// `kubectl oidc-login`), `aws eks get-token` (EKS).
+    #[error(
+        "{origin}: auth-provider {name:?} is not supported; use an exec credential plugin (users[].user.exec) instead: gke-gcloud-auth-plugin for GKE, kubelogin for AKS, kubectl oidc-login (int128/kubelogin) for OIDC, aws eks get-token for EKS"
+    )]
+    AuthProvider {
+        /// Where the configuration comes from.
+        origin: String,
+        /// The provider's name (`oidc`, `gcp`, `azure`, ...).
+        name: String,
+    },
 }
 
 /// How requests authenticate. `Debug` never shows a credential.
@@ -189,12 +213,35 @@ pub enum Auth {
         /// Password.
         password: SecretString,
     },
+    /// An exec credential plugin (kubeconfig `users[].user.exec`): run when a credential is
+    /// needed, its token and/or client certificate cached until shortly before their
+    /// `expirationTimestamp` or until the server answers 401 (then the plugin runs again and
+    /// the request is sent once more). Concurrent requests share one run, and sinks built
+    /// with equal `ExecConfig`s share one cache (as client-go's authenticator cache). See
+    /// [`ExecConfig`].
+    Exec(Box<ExecConfig>),
 }
 
 impl Auth {
     /// Whether requests carry a credential (token or password).
     pub fn sends_credentials(&self) -> bool {
         !matches!(self, Auth::None)
+    }
+
+    /// The kind of credential, for `Debug` output and logs: `none`, `token`, `token-file`,
+    /// `basic` or `exec`.
+    ///
+    /// ```
+    /// assert_eq!(kevents_http::Auth::None.kind(), "none");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Auth::None => "none",
+            Auth::Bearer(_) => "token",
+            Auth::BearerFile { .. } => "token-file",
+            Auth::Basic { .. } => "basic",
+            Auth::Exec(_) => "exec",
+        }
     }
 }
 
@@ -519,6 +566,12 @@ impl HttpConfig {
                 origin: origin.to_owned(),
             });
         }
+        if let Auth::Exec(exec) = &self.auth {
+            exec.validate().map_err(|source| ConfigError::Exec {
+                origin: origin.to_owned(),
+                source,
+            })?;
+        }
         if url.scheme() == "http"
             && self.auth.sends_credentials()
             && !(self.allow_credentials_over_loopback_http && is_loopback(url))
@@ -544,6 +597,22 @@ impl HttpConfig {
             path: path.into(),
             refresh,
         };
+        self
+    }
+
+    /// Authenticates with the token and/or client certificate an exec credential plugin
+    /// returns (see [`Auth::Exec`]).
+    ///
+    /// ```
+    /// use kevents_http::{ExecConfig, HttpConfig};
+    /// let config = HttpConfig::new("https://10.0.0.1:6443")?
+    ///     .with_exec(ExecConfig::new("gke-gcloud-auth-plugin")
+    ///         .with_install_hint("gcloud components install gke-gcloud-auth-plugin"));
+    /// assert_eq!(config.auth.kind(), "exec");
+    /// # Ok::<(), kevents_http::ConfigError>(())
+    /// ```
+    pub fn with_exec(mut self, exec: ExecConfig) -> Self {
+        self.auth = Auth::Exec(Box::new(exec));
         self
     }
 

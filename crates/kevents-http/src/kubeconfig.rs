@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use kevents_core::status::sanitize_server_text_to;
-use kube::config::{AuthInfo, Kubeconfig, KubeconfigError};
+use kube::config::{AuthInfo, ExecInteractiveMode, Kubeconfig, KubeconfigError};
 use reqwest::Url;
 use secrecy::ExposeSecret as _;
 
@@ -16,6 +16,9 @@ use crate::config::{
     Auth, ClientIdentity, ConfigError, DEFAULT_TOKEN_REFRESH, HttpConfig, Impersonation,
     MAX_KUBECONFIG_BYTES, MAX_PEM_FILE_BYTES, MAX_TOKEN_FILE_BYTES, decode_b64, parse_cluster_url,
     pem_certs, read_capped, redact_url_text,
+};
+use crate::exec::{
+    EXEC_CLUSTER_EXTENSION, ExecApiVersion, ExecCluster, ExecConfig, ExecError, InteractiveMode,
 };
 
 /// Where a pod's service-account files are mounted.
@@ -125,10 +128,10 @@ impl HttpConfig {
         )
     }
 
-    /// Converts a configuration loaded by `kube`. Exec credential plugins and
-    /// `auth-provider` entries are refused ([`ConfigError::Unsupported`]); a static token
-    /// wins over a token file, as in client-go; client certificate and key files are read
-    /// with [`MAX_PEM_FILE_BYTES`] as limit.
+    /// Converts a configuration loaded by `kube`. Exec credential plugins are supported
+    /// ([`Auth::Exec`]); `auth-provider` entries are refused ([`ConfigError::AuthProvider`]);
+    /// a static token wins over a token file, as in client-go; client certificate and key
+    /// files are read with [`MAX_PEM_FILE_BYTES`] as limit.
     pub fn from_kube(config: kube::Config) -> Result<Self, ConfigError> {
         let origin = "kube config";
         let mut out = HttpConfig::new_at(&config.cluster_url.to_string(), origin)?;
@@ -136,10 +139,18 @@ impl HttpConfig {
         out.root_certs = config.root_cert;
         out.insecure_skip_tls_verify = config.accept_invalid_certs;
         out.tls_server_name = config.tls_server_name;
-        if let Some(proxy) = config.proxy_url {
+        if let Some(proxy) = &config.proxy_url {
             out.proxy_url = Some(parse_proxy(&proxy.to_string(), origin)?);
         }
-        apply_user(&mut out, config.auth_info)?;
+        let cluster = ExecCluster {
+            server: config.cluster_url.to_string(),
+            tls_server_name: out.tls_server_name.clone(),
+            insecure_skip_tls_verify: out.insecure_skip_tls_verify,
+            certificate_authority_data: out.root_certs.as_deref().map(der_to_pem),
+            proxy_url: config.proxy_url.as_ref().map(|p| p.to_string()),
+            config: None,
+        };
+        apply_user(&mut out, config.auth_info, cluster, origin)?;
         out.validate_as(origin)?;
         Ok(out)
     }
@@ -327,6 +338,13 @@ fn absolutize(config: &mut Kubeconfig, dir: &Path) {
             fix(&mut a.client_certificate);
             fix(&mut a.client_key);
             fix(&mut a.token_file);
+            // client-go: a command with a path separator is relative to the kubeconfig; a
+            // bare name is looked up in PATH.
+            if let Some(exec) = a.exec.as_mut()
+                && exec.command.as_deref().is_some_and(|c| c.contains('/'))
+            {
+                fix(&mut exec.command);
+            }
         }
     }
 }
@@ -382,33 +400,51 @@ fn from_loaded(loaded: Loaded, context: Option<&str>) -> Result<HttpConfig, Conf
             origin: format!("kubeconfig {origin}: {cluster_field}"),
         });
     }
-    out.root_certs = match (
+    let ca_pem = match (
         &cluster.certificate_authority_data,
         &cluster.certificate_authority,
     ) {
-        (Some(data), _) => Some(pem_certs(&decode_b64(
-            "certificate-authority-data",
-            data.as_bytes(),
-        )?)?),
-        (None, Some(path)) => Some(pem_certs(&read_capped(
+        (Some(data), _) => Some(decode_b64("certificate-authority-data", data.as_bytes())?),
+        (None, Some(path)) => Some(read_capped(
             "certificate authority",
             Path::new(path),
             MAX_PEM_FILE_BYTES,
-        )?)?),
+        )?),
         (None, None) => None,
     };
+    out.root_certs = ca_pem.as_deref().map(pem_certs).transpose()?;
     out.tls_server_name = cluster.tls_server_name.clone().filter(|n| !n.is_empty());
     if let Some(proxy) = cluster.proxy_url.as_deref().filter(|p| !p.is_empty()) {
         out.proxy_url = Some(parse_proxy(proxy, &at("proxy-url"))?);
     }
+    // What an exec plugin is told with provideClusterInfo (client-go's
+    // `clientauthentication.Cluster`).
+    let exec_cluster = ExecCluster {
+        server: server.to_owned(),
+        tls_server_name: out.tls_server_name.clone(),
+        insecure_skip_tls_verify: out.insecure_skip_tls_verify,
+        certificate_authority_data: ca_pem,
+        proxy_url: cluster.proxy_url.clone().filter(|p| !p.is_empty()),
+        config: cluster.extensions.as_ref().and_then(|exts| {
+            exts.iter()
+                .find(|e| e.name == EXEC_CLUSTER_EXTENSION)
+                .map(|e| e.extension.clone())
+        }),
+    };
     // client-go does not fail on a missing user entry: no credentials.
+    let user_name = ctx.user.clone().unwrap_or_default();
     let user = ctx
         .user
         .as_ref()
         .and_then(|u| config.auth_infos.iter().find(|a| &a.name == u))
         .and_then(|a| a.auth_info.clone())
         .unwrap_or_default();
-    apply_user(&mut out, user)?;
+    apply_user(
+        &mut out,
+        user,
+        exec_cluster,
+        &format!("kubeconfig {origin}: users[{user_name:?}].user"),
+    )?;
     out.allow_credentials_over_loopback_http |= loopback_http_allowed_by_env();
     out.validate_as(&format!("kubeconfig {origin}, context {context_name:?}"))?;
     Ok(out)
@@ -423,31 +459,95 @@ fn parse_proxy(proxy: &str, origin: &str) -> Result<Url, ConfigError> {
     })
 }
 
-/// The credentials of a kubeconfig user entry.
-fn apply_user(out: &mut HttpConfig, a: AuthInfo) -> Result<(), ConfigError> {
-    if a.exec.is_some() {
-        return Err(ConfigError::Unsupported(
-            "exec credential plugins (users[].user.exec); use a token, token file or client certificate".into(),
-        ));
+/// Certificates (DER) as one PEM bundle.
+fn der_to_pem(ders: &[Vec<u8>]) -> Vec<u8> {
+    use base64::Engine as _;
+    let mut out = String::new();
+    for der in ders {
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
     }
-    if a.auth_provider.is_some() {
-        return Err(ConfigError::Unsupported(
-            "auth-provider entries (users[].user.auth-provider)".into(),
-        ));
+    out.into_bytes()
+}
+
+/// A kubeconfig `exec` entry as an [`ExecConfig`]: `apiVersion` v1 or v1beta1, v1 with an
+/// `interactiveMode`, `env` as name/value pairs; `cluster` is given to the plugin when
+/// `provideClusterInfo` is set.
+fn exec_config(e: kube::config::ExecConfig, cluster: ExecCluster) -> Result<ExecConfig, ExecError> {
+    let api_version = ExecApiVersion::parse(e.api_version.as_deref().unwrap_or(""))?;
+    let interactive_mode = match (e.interactive_mode, api_version) {
+        (Some(ExecInteractiveMode::Never), _) => InteractiveMode::Never,
+        (Some(ExecInteractiveMode::IfAvailable), _) => InteractiveMode::IfAvailable,
+        (Some(ExecInteractiveMode::Always), _) => InteractiveMode::Always,
+        (None, ExecApiVersion::V1) => return Err(ExecError::MissingInteractiveMode),
+        (None, ExecApiVersion::V1Beta1) => InteractiveMode::IfAvailable,
+    };
+    let mut config = ExecConfig::new(e.command.unwrap_or_default())
+        .with_args(e.args.unwrap_or_default())
+        .with_api_version(api_version)
+        .with_interactive_mode(interactive_mode);
+    config.install_hint = e.install_hint.filter(|h| !h.trim().is_empty());
+    for var in e.env.unwrap_or_default() {
+        if let Some(name) = var.get("name").filter(|n| !n.is_empty()) {
+            let value = var.get("value").cloned().unwrap_or_default();
+            config.env.push((name.clone(), value));
+        }
+    }
+    if e.provide_cluster_info {
+        config.cluster = Some(cluster);
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// The credentials of a kubeconfig user entry (`origin`: where it is, for errors); `cluster`
+/// is what an exec plugin is told with `provideClusterInfo`.
+fn apply_user(
+    out: &mut HttpConfig,
+    a: AuthInfo,
+    cluster: ExecCluster,
+    origin: &str,
+) -> Result<(), ConfigError> {
+    if let Some(provider) = &a.auth_provider {
+        return Err(ConfigError::AuthProvider {
+            origin: origin.to_owned(),
+            name: sanitize_server_text_to(&provider.name, 100),
+        });
     }
     let token = a.token.filter(|t| !t.expose_secret().trim().is_empty());
-    out.auth = if let Some(token) = token {
-        Auth::Bearer(token)
+    if let Some(exec) = a.exec {
+        if token.is_some()
+            || a.token_file.as_deref().is_some_and(|p| !p.is_empty())
+            || a.username.is_some()
+        {
+            return Err(ConfigError::Kubeconfig {
+                file: origin.to_owned(),
+                field: "exec".into(),
+                problem: "an exec credential plugin together with token, tokenFile or username/password: keep only one of them".into(),
+            });
+        }
+        let exec = exec_config(exec, cluster).map_err(|source| ConfigError::Exec {
+            origin: origin.to_owned(),
+            source,
+        })?;
+        out.auth = Auth::Exec(Box::new(exec));
+    } else if let Some(token) = token {
+        out.auth = Auth::Bearer(token);
     } else if let Some(path) = a.token_file.filter(|p| !p.is_empty()) {
-        Auth::BearerFile {
+        out.auth = Auth::BearerFile {
             path: PathBuf::from(path),
             refresh: DEFAULT_TOKEN_REFRESH,
-        }
+        };
     } else if let (Some(username), Some(password)) = (a.username, a.password) {
-        Auth::Basic { username, password }
+        out.auth = Auth::Basic { username, password };
     } else {
-        Auth::None
-    };
+        out.auth = Auth::None;
+    }
     let cert = match (&a.client_certificate_data, &a.client_certificate) {
         (Some(data), _) => Some(decode_b64("client-certificate-data", data.as_bytes())?),
         (None, Some(path)) => Some(read_capped(

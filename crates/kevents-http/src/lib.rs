@@ -8,7 +8,9 @@
 //! paginated lists of both APIs, [`ListError`]), `core_v1.rs` (core/v1 events),
 //! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` ([`HttpConfig`],
 //! its checks and limits, [`ConfigError`]), `kubeconfig.rs` (kubeconfig and in-cluster
-//! loading) and `auth.rs` (the `Authorization` header, token files).
+//! loading), `auth.rs` (the credential of each request: token files, exec plugin caching),
+//! `exec.rs` (exec credential plugin configuration, [`ExecError`]) and `exec_plugin.rs`
+//! (running a plugin, [`ExecCredential`]).
 //!
 //! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
 //! feature `config` only) or the in-cluster service account, or is built by hand
@@ -45,12 +47,20 @@ mod client;
 pub mod config;
 mod core_v1;
 mod events_v1;
+mod exec;
+mod exec_plugin;
 mod kubeconfig;
 mod list;
 mod tls;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
+pub use exec::{
+    DEFAULT_EXEC_REFRESH_MARGIN, DEFAULT_EXEC_TIMEOUT, EXEC_API_V1, EXEC_API_V1BETA1,
+    EXEC_CLUSTER_EXTENSION, EXEC_INFO_ENV, ExecApiVersion, ExecCluster, ExecConfig, ExecError,
+    InteractiveMode, MAX_EXEC_OUTPUT_BYTES, MAX_EXEC_STDERR_BYTES,
+};
+pub use exec_plugin::ExecCredential;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use list::ListError;
 pub use secrecy;

@@ -238,6 +238,9 @@ users:
 - name: plugin
   user:
     exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/false}}
+- name: oidc
+  user:
+    auth-provider: {{name: oidc, config: {{id-token: s3cr3t-id-token}}}}
 contexts:
 - name: admin
   context: {{cluster: sim, user: admin, namespace: team-a}}
@@ -245,6 +248,8 @@ contexts:
   context: {{cluster: sim, user: nobody}}
 - name: plugin
   context: {{cluster: sim, user: plugin}}
+- name: oidc
+  context: {{cluster: sim, user: oidc}}
 current-context: admin
 "#,
         url = sim.url(),
@@ -277,11 +282,32 @@ current-context: admin
         .unwrap_err();
     assert_eq!(err.code(), Some(403));
 
+    // client.authentication.k8s.io/v1 requires interactiveMode, as in client-go.
     let plugin = HttpConfig::from_kubeconfig(Some(&path), Some("plugin")).await;
     assert!(
-        matches!(plugin, Err(ConfigError::Unsupported(_))),
+        matches!(
+            plugin,
+            Err(ConfigError::Exec {
+                source: kevents_http::ExecError::MissingInteractiveMode,
+                ..
+            })
+        ),
         "{plugin:?}"
     );
+    // auth-provider: a typed error that names exec plugins as the replacement.
+    let oidc = HttpConfig::from_kubeconfig(Some(&path), Some("oidc"))
+        .await
+        .unwrap_err();
+    let text = format!("{oidc} {oidc:?}");
+    assert!(
+        matches!(&oidc, ConfigError::AuthProvider { name, .. } if name == "oidc"),
+        "{text}"
+    );
+    assert!(
+        text.contains("exec credential plugin") && text.contains("users[\"oidc\"]"),
+        "{text}"
+    );
+    assert!(!text.contains("s3cr3t"), "{text}");
     let unknown = HttpConfig::from_kubeconfig(Some(&path), Some("nope")).await;
     assert!(
         matches!(unknown, Err(ConfigError::Kubeconfig { .. })),

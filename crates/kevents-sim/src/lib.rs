@@ -368,10 +368,23 @@ pub struct Simulator;
 struct TlsMaterial {
     ca_pem: String,
     acceptor: tokio_rustls::TlsAcceptor,
+    client_ca: Arc<rcgen::Issuer<'static, rcgen::KeyPair>>,
 }
 
 fn tls_material() -> Result<TlsMaterial, SimError> {
     let tls = |e: &dyn std::fmt::Display| SimError::Tls(e.to_string());
+    // The CA of client certificates (SimHandle::client_certificate): asked for, not required.
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| tls(&e))?;
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "kevents-sim-client-ca");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = rcgen::KeyPair::generate().map_err(|e| tls(&e))?;
+    let client_ca = Arc::new(rcgen::Issuer::new(ca_params, ca_key));
     let certified =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
             .map_err(|e| tls(&e))?;
@@ -380,16 +393,18 @@ fn tls_material() -> Result<TlsMaterial, SimError> {
         rustls_pki_types::PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()),
     );
     let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(server::AnyClientCert(provider.clone()));
     let mut config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| tls(&e))?
-        .with_no_client_auth()
+        .with_client_cert_verifier(verifier)
         .with_single_cert(vec![cert_der], key_der)
         .map_err(|e| tls(&e))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsMaterial {
         ca_pem: certified.cert.pem(),
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        client_ca,
     })
 }
 
@@ -433,7 +448,7 @@ impl Simulator {
             None
         };
         let tokens = config.auth.as_ref().map(|a| {
-            vec![
+            Mutex::new(vec![
                 (
                     a.admin_token.clone(),
                     User {
@@ -448,7 +463,7 @@ impl Simulator {
                         authorized: false,
                     },
                 ),
-            ]
+            ])
         });
         let shared = Arc::new(Shared {
             store: Mutex::new(store::Store::new(
@@ -458,6 +473,7 @@ impl Simulator {
             faults: Mutex::new(Faults::default()),
             stats: Mutex::new(SimStats::default()),
             tokens,
+            cert_users: Mutex::new(Vec::new()),
             events_v1_served: config.events_v1_served,
         });
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -511,6 +527,7 @@ impl Simulator {
             shared,
             commands: cmd_tx,
             auth: config.auth,
+            client_ca: tls.as_ref().map(|t| t.client_ca.clone()),
             ca_pem: tls.map(|t| t.ca_pem),
         })
     }
@@ -521,6 +538,7 @@ struct PendingHandle {
     commands: mpsc::UnboundedSender<Command>,
     auth: Option<SimAuth>,
     ca_pem: Option<String>,
+    client_ca: Option<Arc<rcgen::Issuer<'static, rcgen::KeyPair>>>,
 }
 
 impl PendingHandle {
@@ -531,6 +549,7 @@ impl PendingHandle {
             addr,
             auth: self.auth,
             ca_pem: self.ca_pem,
+            client_ca: self.client_ca,
         }
     }
 }
@@ -543,6 +562,7 @@ pub struct SimHandle {
     addr: SocketAddr,
     auth: Option<SimAuth>,
     ca_pem: Option<String>,
+    client_ca: Option<Arc<rcgen::Issuer<'static, rcgen::KeyPair>>>,
 }
 
 impl std::fmt::Debug for SimHandle {
@@ -578,6 +598,75 @@ impl SimHandle {
     /// The token without rights (403 on every event request), if authentication is on.
     pub fn nobody_token(&self) -> Option<&str> {
         self.auth.as_ref().map(|a| a.nobody_token.as_str())
+    }
+
+    /// Adds a bearer token while the simulator runs: `authorized` ones may do everything
+    /// (like the admin token), the others are refused (403) but discovery, as user `user`.
+    /// `false` when authentication is off (every request is allowed anyway).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let sim = kevents_sim::Simulator::start(kevents_sim::SimConfig::like_apiserver()).await.unwrap();
+    /// assert!(sim.add_token("rotated-1", "rotator", true));
+    /// assert!(sim.revoke_token("rotated-1"));
+    /// assert!(!sim.revoke_token("rotated-1"));
+    /// # }
+    /// ```
+    pub fn add_token(&self, token: &str, user: &str, authorized: bool) -> bool {
+        let Some(tokens) = &self.shared.tokens else {
+            return false;
+        };
+        lock(tokens).push((
+            token.to_owned(),
+            server::User {
+                name: user.to_owned(),
+                authorized,
+            },
+        ));
+        true
+    }
+
+    /// Revokes a bearer token (the built-in ones too): requests with it get 401 from now on.
+    /// `false` if it was not known.
+    pub fn revoke_token(&self, token: &str) -> bool {
+        let Some(tokens) = &self.shared.tokens else {
+            return false;
+        };
+        let mut tokens = lock(tokens);
+        let before = tokens.len();
+        tokens.retain(|(t, _)| t != token);
+        tokens.len() != before
+    }
+
+    /// A new TLS client certificate and its key (both PEM), signed by the simulator's client
+    /// CA, that authenticates as `user` (with every right when `authorized`, else refused
+    /// with 403 but discovery). HTTPS only (`None` over plain HTTP); with authentication off,
+    /// every request is allowed anyway.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let sim = kevents_sim::Simulator::start(kevents_sim::SimConfig::like_apiserver()).await.unwrap();
+    /// let (cert_pem, key_pem) = sim.client_certificate("cert-user", true).unwrap();
+    /// assert!(cert_pem.contains("BEGIN CERTIFICATE") && key_pem.contains("PRIVATE KEY"));
+    /// # }
+    /// ```
+    pub fn client_certificate(&self, user: &str, authorized: bool) -> Option<(String, String)> {
+        let issuer = self.client_ca.as_ref()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).ok()?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, user);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().ok()?;
+        let cert = params.signed_by(&key, issuer).ok()?;
+        lock(&self.shared.cert_users).push((
+            cert.der().to_vec(),
+            server::User {
+                name: user.to_owned(),
+                authorized,
+            },
+        ));
+        Some((cert.pem(), key.serialize_pem()))
     }
 
     /// The self-signed serving certificate (PEM) to trust, when serving HTTPS.

@@ -22,6 +22,75 @@ use crate::{FaultBody, Faults, ListFault, SimStats};
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
 const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
 
+/// Client certificates are asked for, not required, and any is accepted by the TLS layer
+/// (its handshake signature is still checked); authentication then looks it up among the
+/// certificates the simulator issued. Like kube-apiserver (`tls.RequestClientCert`, the x509
+/// authenticator later), an unknown certificate does not fail the handshake.
+#[derive(Debug)]
+pub(crate) struct AnyClientCert(pub(crate) Arc<tokio_rustls::rustls::crypto::CryptoProvider>);
+
+impl tokio_rustls::rustls::server::danger::ClientCertVerifier for AnyClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[tokio_rustls::rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<tokio_rustls::rustls::server::danger::ClientCertVerified, tokio_rustls::rustls::Error>
+    {
+        Ok(tokio_rustls::rustls::server::danger::ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &tokio_rustls::rustls::DigitallySignedStruct,
+    ) -> Result<
+        tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+        tokio_rustls::rustls::Error,
+    > {
+        tokio_rustls::rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &tokio_rustls::rustls::DigitallySignedStruct,
+    ) -> Result<
+        tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+        tokio_rustls::rustls::Error,
+    > {
+        tokio_rustls::rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<tokio_rustls::rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// A known bearer token.
 #[derive(Debug, Clone)]
 pub(crate) struct User {
@@ -33,8 +102,13 @@ pub(crate) struct Shared {
     pub(crate) store: Mutex<Store>,
     pub(crate) faults: Mutex<Faults>,
     pub(crate) stats: Mutex<SimStats>,
-    /// `None`: no authentication, everyone may do everything.
-    pub(crate) tokens: Option<Vec<(String, User)>>,
+    /// `None`: no authentication, everyone may do everything. Tokens can be added and
+    /// revoked while it runs.
+    pub(crate) tokens: Option<Mutex<Vec<(String, User)>>>,
+    /// Client certificates (DER) issued by [`crate::SimHandle::client_certificate`] and whom
+    /// they authenticate (HTTPS only; the TLS layer checks they were signed by the
+    /// simulator's client CA).
+    pub(crate) cert_users: Mutex<Vec<(Vec<u8>, User)>>,
     pub(crate) events_v1_served: bool,
 }
 
@@ -203,16 +277,32 @@ async fn serve_connection(
         kill: Notify::new(),
     });
     let svc_ctl = ctl.clone();
-    let service = service_fn(move |req| {
-        let shared = shared.clone();
-        let ctl = svc_ctl.clone();
-        async move { Ok::<_, Infallible>(handle(shared, ctl, req).await) }
-    });
+    let cert_shared = shared.clone();
+    let make_service = move |cert_user: Option<User>| {
+        service_fn(move |req| {
+            let shared = shared.clone();
+            let ctl = svc_ctl.clone();
+            let cert_user = cert_user.clone();
+            async move { Ok::<_, Infallible>(handle(shared, ctl, req, cert_user).await) }
+        })
+    };
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let serve = async {
         match tls {
             Some(acceptor) => match acceptor.accept(stream).await {
                 Ok(tls_stream) => {
+                    let cert_user = tls_stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|der| {
+                            lock(&cert_shared.cert_users)
+                                .iter()
+                                .find(|(d, _)| d.as_slice() == der.as_ref())
+                                .map(|(_, u)| u.clone())
+                        });
+                    let service = make_service(cert_user);
                     let _ = builder
                         .serve_connection(TokioIo::new(tls_stream), service)
                         .await;
@@ -221,7 +311,7 @@ async fn serve_connection(
             },
             None => {
                 let _ = builder
-                    .serve_connection(TokioIo::new(stream), service)
+                    .serve_connection(TokioIo::new(stream), make_service(None))
                     .await;
             }
         }
@@ -347,6 +437,7 @@ async fn handle(
     shared: Arc<Shared>,
     ctl: Arc<ConnCtl>,
     req: Request<Incoming>,
+    cert_user: Option<User>,
 ) -> Response<Full<Bytes>> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -461,13 +552,16 @@ async fn handle(
         );
 
     // Authentication and authorisation.
+    // As kube-apiserver's union authenticator: a client certificate first, then a token.
     if let Some(tokens) = &shared.tokens {
-        let user = match auth.as_deref().and_then(|a| a.strip_prefix("Bearer ")) {
-            None => User {
+        let bearer = auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
+        let user = match (cert_user, bearer) {
+            (Some(u), _) => u,
+            (None, None) => User {
                 name: "system:anonymous".into(),
                 authorized: false,
             },
-            Some(token) => match tokens.iter().find(|(t, _)| t == token.trim()) {
+            (None, Some(token)) => match lock(tokens).iter().find(|(t, _)| t == token.trim()) {
                 Some((_, u)) => u.clone(),
                 None => {
                     return json_response(401, &status(401, "Unauthorized", "Unauthorized", None));

@@ -187,6 +187,15 @@ pub struct RealApiserver {
     pub admin_kubeconfig: PathBuf,
     /// kubeconfig for the nobody token.
     pub nobody_kubeconfig: PathBuf,
+    /// Three more tokens in group `system:masters` (users `kevents-exec-0..2`), for tests
+    /// that rotate credentials (exec credential plugins). The static token file is read once
+    /// at start: tokens cannot be added later.
+    pub exec_tokens: Vec<String>,
+    /// A client certificate (PEM file) of user `kevents-cert-admin` in group
+    /// `system:masters`, signed by the apiserver's `--client-ca-file`.
+    pub client_cert: PathBuf,
+    /// Its private key (PEM file).
+    pub client_key: PathBuf,
     stopped: bool,
 }
 
@@ -237,6 +246,13 @@ impl RealApiserver {
             nobody_token: get("KEVENTS_NOBODY_TOKEN")?,
             admin_kubeconfig: state.join("admin.kubeconfig"),
             nobody_kubeconfig: state.join("nobody.kubeconfig"),
+            exec_tokens: get("KEVENTS_EXEC_TOKENS")?
+                .split(',')
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            client_cert: PathBuf::from(get("KEVENTS_CLIENT_CERT")?),
+            client_key: PathBuf::from(get("KEVENTS_CLIENT_KEY")?),
             dir,
             stopped: false,
         };
