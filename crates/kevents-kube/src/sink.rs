@@ -235,11 +235,23 @@ impl KubeSink {
     }
 
     /// The client requests go through.
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), kube::Error> {
+    /// let version = sink.client().apiserver_version().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn client(&self) -> &kube::Client {
         &self.inner.client
     }
 
     /// The client's default namespace (kubeconfig context or the pod's).
+    ///
+    /// ```no_run
+    /// # fn f(sink: kevents_kube::KubeSink) {
+    /// println!("events go to {} unless the object says otherwise", sink.default_namespace());
+    /// # }
+    /// ```
     pub fn default_namespace(&self) -> &str {
         self.inner.client.default_namespace()
     }

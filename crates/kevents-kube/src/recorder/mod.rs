@@ -30,6 +30,14 @@ use crate::sink::KubeSink;
 
 /// The name of the series chain in [`StatsSnapshot::series`] (and of the core/v1 chain in
 /// [`StatsSnapshot::sinks`] when `events.k8s.io/v1` is not served).
+///
+/// ```no_run
+/// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {
+/// let stats = recorder.stats().await?;
+/// let series = stats.series_sink(kevents_kube::SINK_NAME).expect("the recorder's chain");
+/// println!("{} creates, {} patches", series.created, series.patched);
+/// # Ok(()) }
+/// ```
 pub const SINK_NAME: &str = "kube";
 
 /// A drop-in for `kube::runtime::events::Recorder`, backed by the kevents pipeline.

@@ -104,24 +104,44 @@ impl Default for RecorderOptions {
 
 impl RecorderOptions {
     /// Sets [`RecorderOptions::notes`].
+    ///
+    /// ```
+    /// let o = kevents_kube::RecorderOptions::default().notes(kevents_kube::Notes::Distinct);
+    /// assert_eq!(o.notes, kevents_kube::Notes::Distinct);
+    /// ```
     pub fn notes(mut self, notes: Notes) -> Self {
         self.notes = notes;
         self
     }
 
     /// Sets [`RecorderOptions::note_length`].
+    ///
+    /// ```
+    /// let o = kevents_kube::RecorderOptions::default().note_length(kevents_kube::NoteLength::Reject);
+    /// assert_eq!(o.note_length, kevents_kube::NoteLength::Reject);
+    /// ```
     pub fn note_length(mut self, note_length: NoteLength) -> Self {
         self.note_length = note_length;
         self
     }
 
     /// Sets [`RecorderOptions::keep_resource_version`].
+    ///
+    /// ```
+    /// let o = kevents_kube::RecorderOptions::default().keep_resource_version(true);
+    /// assert_eq!(o.keep_resource_version, true);
+    /// ```
     pub fn keep_resource_version(mut self, keep: bool) -> Self {
         self.keep_resource_version = keep;
         self
     }
 
     /// Sets [`RecorderOptions::events_v1_served`].
+    ///
+    /// ```
+    /// let o = kevents_kube::RecorderOptions::default().events_v1_served(false);
+    /// assert_eq!(o.events_v1_served, false);
+    /// ```
     pub fn events_v1_served(mut self, served: bool) -> Self {
         self.events_v1_served = served;
         self
