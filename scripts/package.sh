@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Packages every published crate (kevents-core, kevents-actors, kevents-http, kevents-sim and
-# the kevents facade) as `cargo publish` would, and verifies that each .crate builds on its
-# own: Cargo packages the workspace members together, in dependency order, and builds the
+# Packages every published crate (kevents-core, kevents-actors, kevents-http, kevents-sim,
+# kevents-kube and the kevents facade) as `cargo publish` would, and verifies that each .crate
+# builds on its own: Cargo packages the workspace members together, in dependency order, and builds the
 # dependents against the freshly packaged dependencies through a local registry overlay, so
 # nothing has to be on crates.io yet. kevents-testkit and kevents-cli are `publish = false`.
 #
@@ -21,7 +21,7 @@ cargo package --workspace --locked --allow-dirty \
 dir="${CARGO_TARGET_DIR:-target}/package"
 # The first `version = ` of the root manifest is [workspace.package]'s, shared by all crates.
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-for crate in kevents-core kevents-actors kevents-http kevents-sim kevents; do
+for crate in kevents-core kevents-actors kevents-http kevents-sim kevents-kube kevents; do
     file="$dir/$crate-$version.crate"
     # The license text ships with every crate (a symlink to the root LICENSE in each
     # crate directory, which Cargo packages as a file).

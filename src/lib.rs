@@ -8,7 +8,9 @@
 //! This crate is the facade: it re-exports the pipeline ([`kevents_actors`]), the pure core
 //! ([`core`], with the two event APIs as [`core_v1`] and [`events_v1`]), the HTTP sink
 //! ([`http`], feature `http`, on by default), with the `sim` feature the apiserver
-//! simulators (`kevents::sim`, and the in-memory apiserver as `kevents::MemoryApiServer`) and,
+//! simulators (`kevents::sim`, and the in-memory apiserver as `kevents::MemoryApiServer`), with
+//! the `kube-client` feature the kube-rs interop (`kevents::kube_client`: sinks over an existing
+//! `kube::Client` and a drop-in for kube-rs's event `Recorder`) and,
 //! with the `prometheus` feature, `kevents::prometheus::install`, which serves the pipeline's
 //! metrics to Prometheus (`docs/metrics.md` lists them).
 //!
@@ -54,6 +56,13 @@ pub use kevents_sim::MemoryApiServer;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use kevents_http as http;
+
+/// kube-rs interop: [`KubeSink`](kevents_kube::KubeSink) (both event APIs over an existing
+/// `kube::Client`) and [`Recorder`](kevents_kube::Recorder), a drop-in for
+/// `kube::runtime::events::Recorder` backed by this pipeline (`docs/kube-rs.md`).
+#[cfg(feature = "kube-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube-client")))]
+pub use kevents_kube as kube_client;
 
 /// The apiserver simulators: in-process HTTP, in-memory, replay, benchmark workloads.
 #[cfg(feature = "sim")]

@@ -29,6 +29,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod answer;
 pub mod core_v1;
 pub mod events_v1;
 pub mod json;

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method, StatusCode};
-use kevents_core::status::{StatusCause, StatusDetails, sanitize_server_text_to};
-use kevents_core::{SinkError, Status};
+use kevents_core::SinkError;
+use kevents_core::status::sanitize_server_text_to;
+
 use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -123,11 +124,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     sanitize_server_text_to(&s, 1024)
 }
 
-/// A [`SinkError::UnexpectedObject`] whose message may quote the server (a JSON decoding
-/// error names the value it did not expect): sanitised and bounded.
-pub(crate) fn unexpected(message: impl std::fmt::Display) -> SinkError {
-    SinkError::UnexpectedObject(sanitize_server_text_to(&message.to_string(), 512))
-}
+pub(crate) use kevents_core::answer::unexpected_object as unexpected;
 
 /// The reqwest client for `config`: its TLS configuration (CA, client certificate, server
 /// name), proxy, timeouts, no redirects, no environment proxies.
@@ -495,8 +492,7 @@ impl HttpSink {
                 .headers()
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
+                .and_then(kevents_core::answer::retry_after_header);
             let declared = resp
                 .headers()
                 .get(CONTENT_LENGTH)
@@ -541,43 +537,25 @@ impl HttpSink {
     }
 }
 
+impl Answer {
+    /// The answer as kevents-core decodes it (shared with every other sink).
+    fn view(&self) -> kevents_core::answer::Answer<'_> {
+        kevents_core::answer::Answer {
+            code: self.status.as_u16(),
+            retry_after: self.retry_after,
+            body: &self.body,
+            oversized: self.oversized,
+        }
+    }
+}
+
 /// A 2xx answer must carry an Event (of `api_version` when given: its `apiVersion` is checked
-/// too); anything else is the server's error.
+/// too); anything else is the server's error ([`kevents_core::answer::Answer::decode_event`]).
 pub(crate) fn decode_event_of<T: DeserializeOwned>(
     answer: Answer,
     api_version: Option<&str>,
 ) -> Result<T, SinkError> {
-    if !answer.status.is_success() {
-        return Err(status_error(&answer));
-    }
-    if answer.oversized {
-        return Err(SinkError::UnexpectedObject(
-            "response body exceeds the size limit".into(),
-        ));
-    }
-    let value: serde_json::Value = serde_json::from_slice(&answer.body)
-        .map_err(|e| unexpected(format_args!("response is not JSON: {e}")))?;
-    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    match api_version {
-        None if kind != "Event" => {
-            return Err(unexpected(format_args!(
-                "expected an Event, got kind {kind:?}"
-            )));
-        }
-        None => {}
-        Some(want) => {
-            let api = value
-                .get("apiVersion")
-                .and_then(|k| k.as_str())
-                .unwrap_or("");
-            if kind != "Event" || api != want {
-                return Err(unexpected(format_args!(
-                    "expected an {want} Event, got {api:?} kind {kind:?}"
-                )));
-            }
-        }
-    }
-    serde_json::from_value(value).map_err(|e| unexpected(format_args!("malformed Event: {e}")))
+    answer.view().decode_event(api_version)
 }
 
 /// A 2xx answer too large to read (other than the echo of a create or patch).
@@ -585,121 +563,11 @@ pub(crate) fn oversized(limit: usize) -> SinkError {
     SinkError::UnexpectedObject(format!("response body larger than {limit} bytes"))
 }
 
-/// The reason client-go's `NewGenericServerResponse` gives a status code, and its message.
-fn generic_reason(code: u16) -> (&'static str, &'static str) {
-    match code {
-        400 => (
-            "BadRequest",
-            "the server rejected our request for an unknown reason",
-        ),
-        401 => (
-            "Unauthorized",
-            "the server has asked for the client to provide credentials",
-        ),
-        403 => (
-            "Forbidden",
-            "the server does not allow access to the requested resource",
-        ),
-        404 => (
-            "NotFound",
-            "the server could not find the requested resource",
-        ),
-        405 => (
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        ),
-        406 => (
-            "NotAcceptable",
-            "the server was unable to respond with a content type that the client supports",
-        ),
-        409 => ("Conflict", "the server reported a conflict"),
-        410 => ("Expired", "the server no longer has the requested resource"),
-        413 => (
-            "RequestEntityTooLarge",
-            "the server rejected the request because it is too large",
-        ),
-        415 => (
-            "UnsupportedMediaType",
-            "the server was unable to understand the content type of the request",
-        ),
-        422 => (
-            "Invalid",
-            "the server rejected our request due to an error in our request",
-        ),
-        429 => (
-            "TooManyRequests",
-            "the server has received too many requests and has asked us to try again later",
-        ),
-        500 => (
-            "InternalError",
-            "an error on the server has prevented the request from succeeding",
-        ),
-        503 => (
-            "ServiceUnavailable",
-            "the server is currently unable to handle the request",
-        ),
-        504 => (
-            "Timeout",
-            "the server was unable to return a response in the time allotted, but may still be processing the request",
-        ),
-        _ => (
-            "Unknown",
-            "an error on the server has prevented the request from succeeding",
-        ),
-    }
-}
-
 /// A non-2xx answer as a [`SinkError::Status`]: the server's `Status` if the body is one,
-/// else a generic one built from the code (as client-go's REST client does). Every text the
-/// server sent is sanitised ([`Status::sanitized`]: control characters escaped, lengths and
-/// the number of causes bounded) before it can reach an error message or a log line.
+/// else a generic one built from the code (as client-go's REST client does), sanitised
+/// ([`kevents_core::answer::Answer::status_error`]).
 pub(crate) fn status_error(answer: &Answer) -> SinkError {
-    let code = answer.status.as_u16();
-    let decoded = (!answer.oversized)
-        .then(|| serde_json::from_slice::<serde_json::Value>(&answer.body).ok())
-        .flatten()
-        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"))
-        .and_then(|v| serde_json::from_value::<Status>(v).ok())
-        .map(Status::sanitized);
-    let mut status = match decoded {
-        Some(mut s) => {
-            if s.code == 0 {
-                s.code = code;
-            }
-            s
-        }
-        None => {
-            let (reason, message) = generic_reason(code);
-            let mut s = Status::failure(code, reason, message);
-            let excerpt = String::from_utf8_lossy(&answer.body[..answer.body.len().min(256)]);
-            let snippet = sanitize_server_text_to(excerpt.trim(), 256);
-            let snippet = snippet.as_str();
-            if !snippet.is_empty() || answer.oversized {
-                s.details = Some(StatusDetails {
-                    causes: vec![StatusCause {
-                        type_: "UnexpectedServerResponse".into(),
-                        message: if answer.oversized {
-                            "(response body exceeds the size limit)".into()
-                        } else {
-                            snippet.to_owned()
-                        },
-                        field: String::new(),
-                    }],
-                    ..Default::default()
-                });
-            }
-            s
-        }
-    };
-    status.retry_after = answer.retry_after.or_else(|| {
-        status
-            .details
-            .as_ref()
-            .and_then(|d| d.retry_after_seconds)
-            .filter(|s| *s > 0)
-            .map(|s| Duration::from_secs(s as u64))
-    });
-    SinkError::Status(Box::new(status))
+    answer.view().status_error()
 }
 
 #[cfg(test)]

@@ -317,23 +317,37 @@ enum Backend {
     Real(RealApiserver),
 }
 
+/// Whose credentials: the all-powerful token or the one without rights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// Group `system:masters` (the simulator's admin token).
+    Admin,
+    /// User `nobody`, without any RBAC rights.
+    Nobody,
+}
+
 /// An apiserver the conformance suite runs against, with sinks for an all-powerful token
-/// and for a token without rights.
-pub struct Target {
+/// and for a token without rights. The sinks are kevents-http's [`HttpSink`] by default;
+/// [`Target::with_sinks`] puts others in their place (any [`SuiteSink`], e.g. a sink over a
+/// `kube::Client` built from [`Target::kubeconfig`]).
+///
+/// [`SuiteSink`]: crate::conformance::SuiteSink
+pub struct Target<S = HttpSink> {
     /// `simulator` or `kube-apiserver`.
     pub name: &'static str,
     /// Sink with the admin token.
-    pub admin: HttpSink,
+    pub admin: S,
     /// Sink with the nobody token (403 on every event request).
-    pub nobody: HttpSink,
+    pub nobody: S,
+    url: String,
     backend: Backend,
 }
 
-impl std::fmt::Debug for Target {
+impl<S> std::fmt::Debug for Target<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Target")
             .field("name", &self.name)
-            .field("url", &self.admin.base_url().as_str())
+            .field("url", &self.url)
             .finish_non_exhaustive()
     }
 }
@@ -353,6 +367,7 @@ impl Target {
         )?;
         Ok(Target {
             name: "simulator",
+            url: admin.base_url().to_string(),
             admin,
             nobody,
             backend: Backend::Sim(sim),
@@ -377,10 +392,62 @@ impl Target {
             HttpSink::new(HttpConfig::from_kubeconfig(Some(&real.nobody_kubeconfig), None).await?)?;
         Ok(Some(Target {
             name: "kube-apiserver",
+            url: admin.base_url().to_string(),
             admin,
             nobody,
             backend: Backend::Real(real),
         }))
+    }
+}
+
+impl<S> Target<S> {
+    /// The same apiserver with other sinks for the two identities (build them from
+    /// [`Target::kubeconfig`]).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), kevents_testkit::TestkitError> {
+    /// use kevents_testkit::{Identity, Target};
+    /// let t = Target::simulator().await?;
+    /// let admin_yaml = t.kubeconfig(Identity::Admin)?;
+    /// // build sinks of your own from the kubeconfig, here the same HttpSinks again
+    /// let (admin, nobody) = (t.admin.clone(), t.nobody.clone());
+    /// let t = t.with_sinks(admin, nobody);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_sinks<T>(self, admin: T, nobody: T) -> Target<T> {
+        Target {
+            name: self.name,
+            admin,
+            nobody,
+            url: self.url,
+            backend: self.backend,
+        }
+    }
+
+    /// The kubeconfig (YAML) of an identity: the simulator's generated one (HTTPS with its
+    /// CA), or the file `start.sh` wrote for the real apiserver.
+    pub fn kubeconfig(&self, who: Identity) -> Result<String, TestkitError> {
+        match &self.backend {
+            Backend::Sim(sim) => {
+                let token = match who {
+                    Identity::Admin => sim.admin_token(),
+                    Identity::Nobody => sim.nobody_token(),
+                };
+                Ok(sim.kubeconfig(token, "default"))
+            }
+            Backend::Real(real) => {
+                let path = match who {
+                    Identity::Admin => &real.admin_kubeconfig,
+                    Identity::Nobody => &real.nobody_kubeconfig,
+                };
+                std::fs::read_to_string(path).map_err(io(format!("reading {}", path.display())))
+            }
+        }
+    }
+
+    /// The apiserver URL.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// The real apiserver, if this target is one.

@@ -16,7 +16,7 @@ use kevents_core::{
     write_event,
 };
 
-use super::{Failure, Failures, expect_status};
+use super::{Failure, Failures, SuiteSink, expect_status};
 use crate::Target;
 
 type Outcome = Result<(), String>;
@@ -80,7 +80,7 @@ fn status_of(e: &SinkError) -> Result<&kevents_core::Status, String> {
 }
 
 /// Create answers 201 with the event as stored: fields kept, uid and resourceVersion set.
-pub async fn create_stores_fields(t: &Target) -> Outcome {
+pub async fn create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let at = start_time();
     let e = event_for(
         pod(&unique("create")),
@@ -139,7 +139,7 @@ pub async fn create_stores_fields(t: &Target) -> Outcome {
 }
 
 /// PATCH with client-go's exact body updates count, lastTimestamp and message only.
-pub async fn patch_updates_count(t: &Target) -> Outcome {
+pub async fn patch_updates_count<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let at = start_time();
     let e = event_for(pod(&unique("patch")), "Unhealthy", "probe failed", at)?;
     let created = t
@@ -190,7 +190,7 @@ pub async fn patch_updates_count(t: &Target) -> Outcome {
 }
 
 /// PATCH of a missing event: 404 NotFound Status naming the event.
-pub async fn patch_missing_is_not_found(t: &Target) -> Outcome {
+pub async fn patch_missing_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event_for(pod(&unique("missing")), "X", "m", start_time())?;
     e.count = 2;
     let err = expect_status(t.admin.patch(&e, br#"{"count":2}"#).await, 404, "NotFound")?;
@@ -210,7 +210,7 @@ pub async fn patch_missing_is_not_found(t: &Target) -> Outcome {
 }
 
 /// A second create of the same name: 409 AlreadyExists, dropped quietly.
-pub async fn duplicate_create_already_exists(t: &Target) -> Outcome {
+pub async fn duplicate_create_already_exists<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event_for(pod(&unique("dup")), "X", "m", start_time())?;
     t.admin
         .create(&e)
@@ -232,7 +232,7 @@ pub async fn duplicate_create_already_exists(t: &Target) -> Outcome {
 }
 
 /// An event whose involvedObject is in another namespace: 422 Invalid with the cause.
-pub async fn namespace_mismatch_is_invalid(t: &Target) -> Outcome {
+pub async fn namespace_mismatch_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event_for(pod(&unique("mismatch")), "X", "m", start_time())?;
     e.involved_object.namespace = "other".into();
     let err = expect_status(t.admin.create(&e).await, 422, "Invalid")?;
@@ -270,7 +270,7 @@ pub async fn namespace_mismatch_is_invalid(t: &Target) -> Outcome {
 }
 
 /// An event in a namespace that does not exist: 404 naming the namespace, dropped.
-pub async fn missing_namespace_is_not_found(t: &Target) -> Outcome {
+pub async fn missing_namespace_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let ns = unique("kevents-missing");
     let mut object = pod("p");
     object.namespace = ns.clone();
@@ -292,7 +292,7 @@ pub async fn missing_namespace_is_not_found(t: &Target) -> Outcome {
 }
 
 /// A token without RBAC rights: 403 Forbidden Status, dropped (not retried), not quiet.
-pub async fn forbidden_token_is_dropped(t: &Target) -> Outcome {
+pub async fn forbidden_token_is_dropped<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event_for(pod(&unique("nobody")), "X", "m", start_time())?;
     let err = expect_status(t.nobody.create(&e).await, 403, "Forbidden")?;
     let s = status_of(&err)?;
@@ -339,7 +339,7 @@ pub async fn forbidden_token_is_dropped(t: &Target) -> Outcome {
 
 /// A deleted event is re-created by the next repeat with the accumulated count (client-go's
 /// `recordEvent` follows a PATCH answered 404 with a CREATE).
-pub async fn recreate_after_not_found(t: &Target) -> Outcome {
+pub async fn recreate_after_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let at = start_time();
     let mut e = event_for(pod(&unique("recreate")), "BackOff", "m", at)?;
     let first = write_event(&t.admin, &mut e, None).await;
@@ -413,7 +413,7 @@ async fn record(
 }
 
 /// Five identical occurrences: one stored event with count 5.
-pub async fn correlator_repeat_counts(t: &Target) -> Outcome {
+pub async fn correlator_repeat_counts<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let object = pod(&unique("repeat"));
     let occ = Occurrence::new(
         object.clone(),
@@ -447,7 +447,7 @@ pub async fn correlator_repeat_counts(t: &Target) -> Outcome {
 
 /// Eleven distinct messages with one reason: 9 single events plus one aggregate whose
 /// message is the combined one and whose count is 2.
-pub async fn aggregation_combines_messages(t: &Target) -> Outcome {
+pub async fn aggregation_combines_messages<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let object = pod(&unique("aggregate"));
     let occs: Vec<Occurrence> = (1..=11)
         .map(|i| {
@@ -494,7 +494,7 @@ pub async fn aggregation_combines_messages(t: &Target) -> Outcome {
 
 /// `kubectl describe configmap` shows `(x5 over ...)` for an event repeated five times
 /// (real apiserver only: it needs kubectl and a ConfigMap).
-pub async fn kubectl_describe_shows_count(t: &Target) -> Outcome {
+pub async fn kubectl_describe_shows_count<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let Some(real) = t.real_apiserver() else {
         return Ok(());
     };
@@ -576,7 +576,7 @@ pub async fn kubectl_describe_shows_count(t: &Target) -> Outcome {
 }
 
 /// Every scenario, in order; all are run even if some fail.
-pub async fn run_all(t: &Target) -> Result<(), Failures> {
+pub async fn run_all<S: SuiteSink>(t: &Target<S>) -> Result<(), Failures> {
     macro_rules! scenarios {
         ($($f:ident),* $(,)?) => {{
             let mut failures = Vec::new();

@@ -7,12 +7,12 @@
 use std::time::{Duration, SystemTime};
 
 use kevents_core::events_v1::{
-    self, EventFactoryV1, EventSeries, EventsV1Sink, OccurrenceV1, Reporter, Step, Write,
-    WriteReason, series_patch, write_once,
+    self, EventFactoryV1, EventSeries, OccurrenceV1, Reporter, Step, Write, WriteReason,
+    series_patch, write_once,
 };
 use kevents_core::{EventType, ObjectReference, SinkError, Time};
 
-use super::{Failure, Failures};
+use super::{Failure, Failures, SuiteSink};
 use crate::Target;
 
 type Outcome = Result<(), String>;
@@ -64,7 +64,7 @@ fn expect_status(r: Result<events_v1::Event, SinkError>, code: u16, reason: &str
 }
 
 /// Discovery lists `events.k8s.io/v1`.
-pub async fn v1_discovery_served(t: &Target) -> Outcome {
+pub async fn v1_discovery_served<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let served = t
         .admin
         .events_v1_served()
@@ -75,7 +75,7 @@ pub async fn v1_discovery_served(t: &Target) -> Outcome {
 }
 
 /// CREATE answers 201 with the event as stored: every field kept, uid and resourceVersion set.
-pub async fn v1_create_stores_fields(t: &Target) -> Outcome {
+pub async fn v1_create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let related = ObjectReference::new("v1", "Node", "", "node-1");
     let mut e = event(
         pod(&unique("v1-create")),
@@ -139,7 +139,7 @@ pub async fn v1_create_stores_fields(t: &Target) -> Outcome {
 
 /// A series PATCH with client-go's body (`{"series":{"count":..,"lastObservedTime":..}}`) sets
 /// the series (count, lastObservedTime) and nothing else.
-pub async fn v1_series_patch(t: &Target) -> Outcome {
+pub async fn v1_series_patch<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-series")), "Restart", "crash")?;
     let created = t
         .admin
@@ -172,7 +172,7 @@ pub async fn v1_series_patch(t: &Target) -> Outcome {
 
 /// PATCH of an event that does not exist: 404 NotFound; `write_once` then re-creates it
 /// with its series (client-go 1.27 `recordEvent`).
-pub async fn v1_patch_missing_is_not_found(t: &Target) -> Outcome {
+pub async fn v1_patch_missing_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event(pod(&unique("v1-missing")), "Restart", "crash")?;
     let series = EventSeries::new(2, now());
     expect_status(
@@ -208,7 +208,7 @@ pub async fn v1_patch_missing_is_not_found(t: &Target) -> Outcome {
 }
 
 /// A second CREATE with the same name: 409 AlreadyExists.
-pub async fn v1_duplicate_create_already_exists(t: &Target) -> Outcome {
+pub async fn v1_duplicate_create_already_exists<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-dup")), "Restart", "crash")?;
     t.admin
         .create_v1(&e)
@@ -223,7 +223,7 @@ pub async fn v1_duplicate_create_already_exists(t: &Target) -> Outcome {
 
 /// Strict validation (`ValidateEventCreate`, `pkg/apis/core/validation/events.go`): an empty action
 /// is refused with 422 Invalid.
-pub async fn v1_missing_action_is_invalid(t: &Target) -> Outcome {
+pub async fn v1_missing_action_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event(pod(&unique("v1-noaction")), "Restart", "crash")?;
     e.action.clear();
     expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
@@ -231,7 +231,7 @@ pub async fn v1_missing_action_is_invalid(t: &Target) -> Outcome {
 
 /// Strict validation (`pkg/apis/core/validation/events.go`): a note over 1024 bytes is refused with
 /// 422 Invalid.
-pub async fn v1_long_note_is_invalid(t: &Target) -> Outcome {
+pub async fn v1_long_note_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event(pod(&unique("v1-longnote")), "Restart", "crash")?;
     e.note = "n".repeat(1025);
     expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
@@ -239,7 +239,7 @@ pub async fn v1_long_note_is_invalid(t: &Target) -> Outcome {
 
 /// The event validation of a 1.20 apiserver (`pkg/apis/core/validation/events.go`): an event about
 /// a cluster-scoped object must be in `kube-system`; in `default` it is refused with 422 Invalid.
-pub async fn v1_cluster_scoped_needs_kube_system(t: &Target) -> Outcome {
+pub async fn v1_cluster_scoped_needs_kube_system<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let node = ObjectReference::new("v1", "Node", "", unique("v1-node"));
     let mut e = event(node, "Reboot", "rebooted")?;
     ensure!(
@@ -259,7 +259,7 @@ pub async fn v1_cluster_scoped_needs_kube_system(t: &Target) -> Outcome {
 /// On a 1.20 apiserver the update validation (`ValidateUpdate` in
 /// `pkg/registry/core/event/strategy.go`) compares the new object with itself, so a series PATCH is
 /// not validated (count 1 is stored).
-pub async fn v1_series_patch_not_validated_on_1_20(t: &Target) -> Outcome {
+pub async fn v1_series_patch_not_validated_on_1_20<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-count1")), "Restart", "crash")?;
     t.admin
         .create_v1(&e)
@@ -279,7 +279,7 @@ pub async fn v1_series_patch_not_validated_on_1_20(t: &Target) -> Outcome {
 }
 
 /// Every events.k8s.io/v1 scenario, in order; all are run even if some fail.
-pub async fn run_all(t: &Target) -> Result<(), Failures> {
+pub async fn run_all<S: SuiteSink>(t: &Target<S>) -> Result<(), Failures> {
     macro_rules! scenarios {
         ($($f:ident),* $(,)?) => {{
             let mut failures = Vec::new();

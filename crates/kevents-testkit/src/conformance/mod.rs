@@ -1,12 +1,17 @@
 //! The conformance suites, one per event API: each scenario takes a [`Target`](crate::Target)
-//! and checks one behaviour of the apiserver as kevents sees it through
-//! [`kevents_http::HttpSink`]. The same functions run against the simulator and the real
-//! kube-apiserver v1.20.2, so the simulator is shown to answer like the real one.
+//! and checks one behaviour of the apiserver as kevents sees it through the target's sinks
+//! ([`kevents_http::HttpSink`] by default, any [`SuiteSink`]). The same functions run against
+//! the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to answer
+//! like the real one, and through kevents-http's and kevents-kube's sinks alike.
 //!
 //! * [`core_v1`]: `/api/v1` events, as client-go's `tools/record` writes them;
 //! * [`events_v1`]: `/apis/events.k8s.io/v1` events, as client-go's `tools/events` writes them.
 
-use kevents_core::SinkError;
+use std::future::Future;
+
+use kevents_core::events_v1::{Event as V1Event, EventsV1Sink};
+use kevents_core::{Event, EventSink, SinkError};
+use kevents_http::HttpSink;
 
 /// `ensure!(condition, "format", args...)`: fail the scenario with the message unless the
 /// condition holds. Defined before the suites so that they can use it.
@@ -20,6 +25,68 @@ macro_rules! ensure {
 
 pub mod core_v1;
 pub mod events_v1;
+
+/// What the suites need of a sink besides writing: reads, deletes, lists and discovery, so
+/// the same scenarios run through kevents-http's [`HttpSink`] and through any other sink
+/// (kevents-kube's sink over a `kube::Client`, in its tests). List errors are text: each sink
+/// has its own list error type.
+pub trait SuiteSink: EventSink + EventsV1Sink + Clone {
+    /// `GET` of one core/v1 event.
+    fn get_event(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Event, SinkError>> + Send;
+    /// `DELETE` of one core/v1 event.
+    fn delete_event(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send;
+    /// Every core/v1 event of a namespace.
+    fn list_events(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Event>, String>> + Send;
+    /// `GET` of one `events.k8s.io/v1` event.
+    fn get_event_v1(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<V1Event, SinkError>> + Send;
+    /// Every `events.k8s.io/v1` event of a namespace.
+    fn list_events_v1(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<V1Event>, String>> + Send;
+    /// Whether `events.k8s.io/v1` is served.
+    fn events_v1_served(&self) -> impl Future<Output = Result<bool, SinkError>> + Send;
+}
+
+impl SuiteSink for HttpSink {
+    async fn get_event(&self, namespace: &str, name: &str) -> Result<Event, SinkError> {
+        HttpSink::get_event(self, namespace, name).await
+    }
+    async fn delete_event(&self, namespace: &str, name: &str) -> Result<(), SinkError> {
+        HttpSink::delete_event(self, namespace, name).await
+    }
+    async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, String> {
+        HttpSink::list_events(self, namespace)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn get_event_v1(&self, namespace: &str, name: &str) -> Result<V1Event, SinkError> {
+        HttpSink::get_event_v1(self, namespace, name).await
+    }
+    async fn list_events_v1(&self, namespace: &str) -> Result<Vec<V1Event>, String> {
+        HttpSink::list_events_v1(self, namespace)
+            .await
+            .map_err(|e| e.to_string())
+    }
+    async fn events_v1_served(&self) -> Result<bool, SinkError> {
+        HttpSink::events_v1_served(self).await
+    }
+}
 
 /// A scenario failed: what was expected and what happened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,303 @@
+//! An apiserver's answer to an event request, decoded the way every kevents sink decodes it
+//! (the HTTP sink in `kevents-http`, the `kube::Client` sink in `kevents-kube`): a 2xx must
+//! carry an Event (of the expected API version), anything else becomes a [`SinkError::Status`]
+//! built from the server's `Status` body, or, for any other body, a generic status as
+//! client-go's `NewGenericServerResponse` builds it. Every text the server sent is sanitised
+//! ([`Status::sanitized`], [`sanitize_server_text_to`]) before it can reach an error message
+//! or a log line. Pure: the transport reads the body (with its size limit) and hands it here.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::status::{SinkError, Status, StatusCause, StatusDetails, sanitize_server_text_to};
+
+/// What a sink read of one answer: the status code, the `Retry-After` header, the body (read up
+/// to the sink's limit) and whether the body was larger than that limit.
+///
+/// ```
+/// use kevents_core::answer::Answer;
+/// let a = Answer { code: 429, retry_after: None, body: b"slow down", oversized: false };
+/// let e = a.status_error();
+/// assert_eq!(e.code(), Some(429));
+/// assert_eq!(e.disposition(), kevents_core::Disposition::Retry);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer<'a> {
+    /// HTTP status code.
+    pub code: u16,
+    /// The `Retry-After` header in seconds ([`retry_after_header`]).
+    pub retry_after: Option<Duration>,
+    /// The body as read (at most the limit).
+    pub body: &'a [u8],
+    /// The body was larger than the limit and was not read (fully).
+    pub oversized: bool,
+}
+
+/// A `Retry-After` header value in seconds (the apiserver's form); dates are not used by the
+/// apiserver and give `None`.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(kevents_core::answer::retry_after_header(" 3 "), Some(Duration::from_secs(3)));
+/// assert_eq!(kevents_core::answer::retry_after_header("soon"), None);
+/// ```
+pub fn retry_after_header(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// A [`SinkError::UnexpectedObject`] whose message may quote the server (a JSON decoding
+/// error names the value it did not expect): sanitised and bounded (512 characters).
+///
+/// ```
+/// let e = kevents_core::answer::unexpected_object("bad \u{1b}[2J value");
+/// assert_eq!(e.to_string(), "unexpected response object: bad \\u{1b}[2J value");
+/// ```
+pub fn unexpected_object(message: impl std::fmt::Display) -> SinkError {
+    SinkError::UnexpectedObject(sanitize_server_text_to(&message.to_string(), 512))
+}
+
+/// The reason client-go's `NewGenericServerResponse` gives a status code, and its message.
+///
+/// ```
+/// assert_eq!(kevents_core::answer::generic_reason(429).0, "TooManyRequests");
+/// assert_eq!(kevents_core::answer::generic_reason(502).0, "Unknown");
+/// ```
+pub fn generic_reason(code: u16) -> (&'static str, &'static str) {
+    match code {
+        400 => (
+            "BadRequest",
+            "the server rejected our request for an unknown reason",
+        ),
+        401 => (
+            "Unauthorized",
+            "the server has asked for the client to provide credentials",
+        ),
+        403 => (
+            "Forbidden",
+            "the server does not allow access to the requested resource",
+        ),
+        404 => (
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
+        405 => (
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ),
+        406 => (
+            "NotAcceptable",
+            "the server was unable to respond with a content type that the client supports",
+        ),
+        409 => ("Conflict", "the server reported a conflict"),
+        410 => ("Expired", "the server no longer has the requested resource"),
+        413 => (
+            "RequestEntityTooLarge",
+            "the server rejected the request because it is too large",
+        ),
+        415 => (
+            "UnsupportedMediaType",
+            "the server was unable to understand the content type of the request",
+        ),
+        422 => (
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        ),
+        429 => (
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        500 => (
+            "InternalError",
+            "an error on the server has prevented the request from succeeding",
+        ),
+        503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "the server was unable to return a response in the time allotted, but may still be processing the request",
+        ),
+        _ => (
+            "Unknown",
+            "an error on the server has prevented the request from succeeding",
+        ),
+    }
+}
+
+impl Answer<'_> {
+    /// Whether the code is 2xx.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+
+    /// A non-2xx answer as a [`SinkError::Status`]: the server's `Status` if the body is one,
+    /// else a generic one built from the code (as client-go's REST client does) with a
+    /// sanitised body excerpt (at most 256 characters) as cause `UnexpectedServerResponse`.
+    /// `retry_after` is the header, else `details.retryAfterSeconds`.
+    ///
+    /// ```
+    /// use kevents_core::answer::Answer;
+    /// use std::time::Duration;
+    /// let body = br#"{"kind":"Status","status":"Failure","reason":"AlreadyExists","code":409}"#;
+    /// let a = Answer { code: 409, retry_after: None, body, oversized: false };
+    /// assert!(a.status_error().is_already_exists());
+    /// let proxy = Answer { code: 502, retry_after: Some(Duration::from_secs(7)),
+    ///                      body: b"<html>bad gateway</html>", oversized: false };
+    /// let e = proxy.status_error();
+    /// assert_eq!((e.code(), e.retry_after()), (Some(502), Some(Duration::from_secs(7))));
+    /// ```
+    pub fn status_error(&self) -> SinkError {
+        let code = self.code;
+        let decoded = (!self.oversized)
+            .then(|| serde_json::from_slice::<serde_json::Value>(self.body).ok())
+            .flatten()
+            .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"))
+            .and_then(|v| serde_json::from_value::<Status>(v).ok())
+            .map(Status::sanitized);
+        let mut status = match decoded {
+            Some(mut s) => {
+                if s.code == 0 {
+                    s.code = code;
+                }
+                s
+            }
+            None => {
+                let (reason, message) = generic_reason(code);
+                let mut s = Status::failure(code, reason, message);
+                let excerpt = String::from_utf8_lossy(&self.body[..self.body.len().min(256)]);
+                let snippet = sanitize_server_text_to(excerpt.trim(), 256);
+                if !snippet.is_empty() || self.oversized {
+                    s.details = Some(StatusDetails {
+                        causes: vec![StatusCause {
+                            type_: "UnexpectedServerResponse".into(),
+                            message: if self.oversized {
+                                "(response body exceeds the size limit)".into()
+                            } else {
+                                snippet
+                            },
+                            field: String::new(),
+                        }],
+                        ..Default::default()
+                    });
+                }
+                s
+            }
+        };
+        status.retry_after = self.retry_after.or_else(|| {
+            status
+                .details
+                .as_ref()
+                .and_then(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(s as u64))
+        });
+        SinkError::Status(Box::new(status))
+    }
+
+    /// A 2xx answer must carry an Event (of `api_version` when given: its `apiVersion` is
+    /// checked too); anything else is the server's error ([`Answer::status_error`]) or
+    /// [`SinkError::UnexpectedObject`].
+    ///
+    /// ```
+    /// use kevents_core::answer::Answer;
+    /// use kevents_core::{Event, SinkError};
+    /// let ok = Answer { code: 201, retry_after: None, oversized: false,
+    ///                   body: br#"{"kind":"Event","metadata":{"name":"a","resourceVersion":"5"}}"# };
+    /// let e: Event = ok.decode_event(None)?;
+    /// assert_eq!(e.metadata.resource_version, "5");
+    /// let status = Answer { code: 200, retry_after: None, oversized: false, body: br#"{"kind":"Status"}"# };
+    /// assert!(matches!(status.decode_event::<Event>(None), Err(SinkError::UnexpectedObject(_))));
+    /// # Ok::<(), SinkError>(())
+    /// ```
+    pub fn decode_event<T: DeserializeOwned>(
+        &self,
+        api_version: Option<&str>,
+    ) -> Result<T, SinkError> {
+        if !self.is_success() {
+            return Err(self.status_error());
+        }
+        if self.oversized {
+            return Err(SinkError::UnexpectedObject(
+                "response body exceeds the size limit".into(),
+            ));
+        }
+        let value: serde_json::Value = serde_json::from_slice(self.body)
+            .map_err(|e| unexpected_object(format_args!("response is not JSON: {e}")))?;
+        let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        match api_version {
+            None if kind != "Event" => {
+                return Err(unexpected_object(format_args!(
+                    "expected an Event, got kind {kind:?}"
+                )));
+            }
+            None => {}
+            Some(want) => {
+                let api = value
+                    .get("apiVersion")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or("");
+                if kind != "Event" || api != want {
+                    return Err(unexpected_object(format_args!(
+                        "expected an {want} Event, got {api:?} kind {kind:?}"
+                    )));
+                }
+            }
+        }
+        serde_json::from_value(value)
+            .map_err(|e| unexpected_object(format_args!("malformed Event: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_body_is_decoded_and_sanitised() {
+        let body = br#"{"kind":"Status","status":"Failure","message":"a\u001b[2Jb",
+            "reason":"TooManyRequests","details":{"retryAfterSeconds":3},"code":429}"#;
+        let a = Answer {
+            code: 429,
+            retry_after: None,
+            body,
+            oversized: false,
+        };
+        let SinkError::Status(s) = a.status_error() else {
+            panic!("not a status")
+        };
+        assert_eq!(s.message, "a\\u{1b}[2Jb");
+        assert_eq!(s.retry_after, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn oversized_error_body_gets_a_cause() {
+        let a = Answer {
+            code: 500,
+            retry_after: None,
+            body: b"",
+            oversized: true,
+        };
+        let SinkError::Status(s) = a.status_error() else {
+            panic!("not a status")
+        };
+        assert_eq!(s.reason, "InternalError");
+        assert_eq!(
+            s.details.unwrap().causes[0].message,
+            "(response body exceeds the size limit)"
+        );
+    }
+
+    #[test]
+    fn wrong_api_version_is_unexpected() {
+        let a = Answer {
+            code: 200,
+            retry_after: None,
+            body: br#"{"kind":"Event","apiVersion":"v1"}"#,
+            oversized: false,
+        };
+        let r: Result<serde_json::Value, _> = a.decode_event(Some("events.k8s.io/v1"));
+        assert!(matches!(r, Err(SinkError::UnexpectedObject(_))));
+    }
+}

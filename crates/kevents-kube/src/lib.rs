@@ -1,0 +1,70 @@
+//! kube-rs interop for kevents.
+//!
+//! A kube-rs controller already holds a [`kube::Client`] (authentication, proxy, TLS,
+//! middleware) and records events with `kube::runtime::events::Recorder`. This crate gives it
+//! the kevents pipeline without a second client or a rewrite of its event code:
+//!
+//! * [`KubeSink`]: the sinks of both event APIs (core/v1 [`EventSink`](kevents_core::EventSink),
+//!   `events.k8s.io/v1` [`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink)) over an
+//!   existing `kube::Client`, with kevents-http's requests and error classification (404 →
+//!   CREATE, 409 dropped quietly, 429/5xx and transport errors retried, `Retry-After`
+//!   honoured), bounded response reads and sanitised server text. Use it with
+//!   `Pipeline::builder(..).sink(..)` / `.series_sink(..)` like kevents-http's `HttpSink`.
+//! * [`Recorder`]: a drop-in for `kube::runtime::events::Recorder` (`Recorder::new(client,
+//!   reporter)`, `publish(&Event, &ObjectReference)`, kube's own types) backed by the kevents
+//!   pipeline: non-blocking, series counted exactly under concurrency, final counts written
+//!   on [`Recorder::shutdown`]. It runs its actix `System` on its own thread, so a tokio
+//!   application needs nothing else.
+//!
+//! Migration from kube-rs's recorder: `docs/kube-rs.md`.
+//!
+//! Source layout: `sink.rs` (transport: requests through the client, deadline, bounded
+//! reads, error mapping), `list.rs` (bounded paginated lists, [`ListError`]), `core_v1.rs`
+//! and `events_v1.rs` (the two APIs), `recorder/` (the drop-in).
+//!
+//! `k8s-openapi` needs exactly one Kubernetes version feature in the final build; this
+//! library enables none (add `k8s-openapi = { version = "0.29", features = ["latest"] }` or
+//! your cluster's version to the application, as every kube-rs application does). kube's TLS
+//! backend is the application's choice too (e.g. kube's `rustls-tls` feature).
+//!
+//! ```no_run
+//! use kevents_actors::{Pipeline, SeriesSinkOptions};
+//! use kevents_core::events_v1::{OccurrenceV1, Reporter};
+//! use kevents_core::{EventSource, EventType, ObjectReference};
+//! use kevents_kube::KubeSink;
+//!
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let sink = KubeSink::new(client);
+//! let served = sink.events_v1_served().await?;
+//! # actix::System::new().block_on(async move {
+//! let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
+//!     .events_v1(kevents_actors::EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))
+//!     .series_sink("apiserver", sink.clone(), SeriesSinkOptions::default())
+//!     .sink("apiserver", sink, Default::default())
+//!     .start();
+//! let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+//! pipeline.recorder().event_v1(OccurrenceV1::new(pod, None, EventType::Normal,
+//!                                                "Scheduled", "Binding", "bound"))?;
+//! pipeline.shutdown(std::time::Duration::from_secs(10)).await;
+//! # Ok::<(), kevents_actors::RecordError>(()) })?;
+//! # Ok(()) }
+//! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod sink;
+// Above the sink: lists, then the two APIs, then the recorder built on them.
+mod core_v1;
+mod events_v1;
+mod list;
+mod recorder;
+
+pub use list::ListError;
+pub use recorder::{
+    NoteLength, Notes, PublishError, Recorder, RecorderOptions, SINK_NAME, StartError,
+};
+pub use sink::{
+    DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES, DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_REQUEST_TIMEOUT, KubeSink, LIST_PAGE_SIZE, STRATEGIC_MERGE_PATCH,
+};
