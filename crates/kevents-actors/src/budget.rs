@@ -26,7 +26,7 @@ use crate::telemetry::{BudgetCounters, Deferral};
 /// Writes per second of the default budget.
 pub const DEFAULT_BUDGET_QPS: u32 = 200;
 /// Burst of the default budget.
-pub const DEFAULT_BUDGET_BURST: u32 = 500;
+pub const DEFAULT_BUDGET_BURST: u32 = 1000;
 
 /// The circuit breaker of a [`WriteBudget`].
 ///
@@ -239,17 +239,22 @@ impl WriteBudget {
             );
             (limiter, clock)
         });
-        Self::assemble(name, true, options, bucket)
+        Self::assemble(BudgetCounters::new(name), true, options, bucket)
     }
 
     /// No budget: no rate limit, no pause after 429, no circuit breaker (each write follows
     /// its own retry policy only, as before budgets existed).
     pub fn off() -> Self {
-        Self::assemble("off", false, BudgetOptions::default(), None)
+        Self::assemble(
+            BudgetCounters::detached("off"),
+            false,
+            BudgetOptions::default(),
+            None,
+        )
     }
 
     fn assemble(
-        name: &str,
+        counters: BudgetCounters,
         enabled: bool,
         options: BudgetOptions,
         bucket: Option<(Bucket, TokioTime)>,
@@ -263,7 +268,7 @@ impl WriteBudget {
                 failures: 0,
                 circuit: Circuit::Closed,
             }),
-            counters: BudgetCounters::new(name),
+            counters,
         }))
     }
 

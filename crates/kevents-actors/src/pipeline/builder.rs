@@ -87,7 +87,7 @@ impl PipelineBuilder {
 
     /// The write budget of the chains that have none of their own
     /// ([`SinkOptions::budget`], [`SeriesSinkOptions::budget`]). By default each builder makes
-    /// one, named `default`, with [`BudgetOptions::default`] (200 writes/s, burst 500, 429
+    /// one, named `default`, with [`BudgetOptions::default`] (200 writes/s, burst 1000, 429
     /// pauses, circuit breaker after 5 consecutive failures), shared by its chains. Give the
     /// same [`WriteBudget`] to every pipeline that writes to one apiserver to share it.
     pub fn write_budget(mut self, budget: WriteBudget) -> Self {

@@ -33,23 +33,47 @@ pub(crate) struct BudgetCounters {
 }
 
 impl BudgetCounters {
+    /// Counters mirrored to the `metrics` facade with label `budget` = `name`.
     pub(crate) fn new(name: &str) -> Self {
         let n = name.to_owned();
-        let deferred = |r: &'static str| {
-            Counter::new(
-                metrics::counter!(names::BUDGET_DEFERRED, "budget" => n.clone(), "reason" => r),
-            )
-        };
+        let deferred = |r: &'static str| metrics::counter!(names::BUDGET_DEFERRED, "budget" => n.clone(), "reason" => r);
+        let open_gauge = metrics::gauge!(names::CIRCUIT_OPEN, "budget" => n.clone());
+        open_gauge.set(0.0);
+        Self::with(
+            name,
+            [
+                deferred("rate"),
+                deferred("retry_after"),
+                deferred("circuit"),
+                metrics::counter!(names::BUDGET_PAUSES, "budget" => n.clone()),
+                metrics::counter!(names::CIRCUIT_OPENS, "budget" => n.clone()),
+                metrics::counter!(names::CIRCUIT_PROBES, "budget" => n.clone()),
+            ],
+            open_gauge,
+        )
+    }
+
+    /// Counters kept in-process only (a budget that is off exports nothing).
+    pub(crate) fn detached(name: &str) -> Self {
+        Self::with(
+            name,
+            std::array::from_fn(|_| metrics::Counter::noop()),
+            metrics::Gauge::noop(),
+        )
+    }
+
+    fn with(name: &str, c: [metrics::Counter; 6], open_gauge: metrics::Gauge) -> Self {
+        let [rate, retry_after, circuit, pauses, opens, probes] = c;
         BudgetCounters {
-            name: n.clone(),
-            deferred_rate: deferred("rate"),
-            deferred_retry_after: deferred("retry_after"),
-            deferred_circuit: deferred("circuit"),
-            pauses: Counter::new(metrics::counter!(names::BUDGET_PAUSES, "budget" => n.clone())),
-            opens: Counter::new(metrics::counter!(names::CIRCUIT_OPENS, "budget" => n.clone())),
-            probes: Counter::new(metrics::counter!(names::CIRCUIT_PROBES, "budget" => n.clone())),
+            name: name.to_owned(),
+            deferred_rate: Counter::new(rate),
+            deferred_retry_after: Counter::new(retry_after),
+            deferred_circuit: Counter::new(circuit),
+            pauses: Counter::new(pauses),
+            opens: Counter::new(opens),
+            probes: Counter::new(probes),
             open: AtomicBool::new(false),
-            open_gauge: metrics::gauge!(names::CIRCUIT_OPEN, "budget" => n),
+            open_gauge,
         }
     }
 
