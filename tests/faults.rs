@@ -11,7 +11,7 @@ use kevents::core::{Event, SinkFuture};
 use kevents::http::{HttpConfig, HttpSink};
 use kevents::{
     EventSink, EventSource, EventType, IntakePolicy, ObjectReference, Pipeline, RetryPolicy,
-    SinkOptions, SinkSnapshot, StatsSnapshot, WatcherPolicy,
+    SinkOptions, SinkSnapshot, StatsSnapshot, WatcherPolicy, WriteBudget,
 };
 use kevents_sim::{Faults, SimConfig, SimHandle, Simulator};
 
@@ -207,6 +207,8 @@ fn slow_responses_hit_the_per_request_timeout() {
             sim_sink(&sim, Duration::from_millis(200)).await,
             SinkOptions {
                 retry: fast_retry(3, Duration::from_millis(20)),
+                // Per-write timeouts and retries only: no circuit breaker holding them.
+                budget: Some(WriteBudget::off()),
                 ..SinkOptions::default()
             },
             IntakePolicy::default(),

@@ -185,6 +185,7 @@ fn assert_served(m: &Scrape, s: &StatsSnapshot) {
             ("rejected", k.rejected),
             ("retry_exhausted", k.retry_exhausted),
             ("abandoned", k.abandoned),
+            ("superseded", k.superseded),
         ] {
             let labels = [("sink", n), ("outcome", outcome)];
             assert_eq!(m.counter("kevents_sink_writes_total", &labels), value);
@@ -196,6 +197,29 @@ fn assert_served(m: &Scrape, s: &StatsSnapshot) {
         assert_eq!(
             m.counter("kevents_sink_restarts_total", &[("sink", n)]),
             k.restarts
+        );
+    }
+    for b in &s.budgets {
+        let n = b.name.as_str();
+        for (reason, value) in [
+            ("rate", b.deferred_rate),
+            ("retry_after", b.deferred_retry_after),
+            ("circuit", b.deferred_circuit),
+        ] {
+            let labels = [("budget", n), ("reason", reason)];
+            assert_eq!(m.counter("kevents_budget_deferred_total", &labels), value);
+        }
+        assert_eq!(
+            m.counter("kevents_budget_pauses_total", &[("budget", n)]),
+            b.pauses
+        );
+        assert_eq!(
+            m.counter("kevents_circuit_opens_total", &[("budget", n)]),
+            b.circuit_opens
+        );
+        assert_eq!(
+            m.counter("kevents_circuit_probes_total", &[("budget", n)]),
+            b.probes
         );
     }
     for v in &s.series {
@@ -253,7 +277,15 @@ fn metrics_are_served_to_prometheus() {
                 "prometheus-test",
                 "node-1",
             )))
-            .sink("api", api.clone(), SinkOptions::default())
+            // One write per correlator result (the sequence counted below).
+            .sink(
+                "api",
+                api.clone(),
+                SinkOptions {
+                    coalesce: false,
+                    ..SinkOptions::default()
+                },
+            )
             .series_sink("v1", api.clone(), SeriesSinkOptions::default())
             .start();
         let recorder = pipeline.recorder();
@@ -321,7 +353,7 @@ fn metrics_are_served_to_prometheus() {
 
     // Served: exactly the documented metrics, with their documented types and a help text.
     let docs = documented();
-    assert_eq!(docs.len(), 16, "docs/metrics.md lists 16 metrics: {docs:?}");
+    assert_eq!(docs.len(), 21, "docs/metrics.md lists 21 metrics: {docs:?}");
     let served: BTreeSet<&String> = m
         .samples
         .keys()

@@ -64,6 +64,7 @@ mod policy;
 pub mod stats;
 mod telemetry;
 // Flow control and the registry of what exists.
+mod budget;
 mod queue;
 mod registry;
 // The stages, in the order an event passes them.
@@ -77,6 +78,9 @@ mod writer;
 mod pipeline;
 
 pub use broadcaster::WatcherId;
+pub use budget::{
+    BreakerOptions, BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS, WriteBudget,
+};
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions};
 pub use events_v1::SeriesSinkOptions;
@@ -88,4 +92,6 @@ pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
     CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, RecordError, Recorder,
 };
-pub use stats::{SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot, describe_metrics};
+pub use stats::{
+    BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot, describe_metrics,
+};

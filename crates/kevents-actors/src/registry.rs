@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use crate::budget::WriteBudget;
 use crate::queue::{IntakeBytes, WatcherQueue};
 use crate::stats::StatsSnapshot;
 use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
@@ -17,6 +18,7 @@ pub(crate) struct Registry {
     watchers: Mutex<Vec<Arc<WatcherQueue>>>,
     sinks: Mutex<Vec<Arc<SinkCounters>>>,
     series: Mutex<Vec<Arc<SeriesCounters>>>,
+    budgets: Mutex<Vec<WriteBudget>>,
     live_actors: AtomicU64,
 }
 
@@ -32,6 +34,7 @@ impl Registry {
             watchers: Mutex::new(Vec::new()),
             sinks: Mutex::new(Vec::new()),
             series: Mutex::new(Vec::new()),
+            budgets: Mutex::new(Vec::new()),
             live_actors: AtomicU64::new(0),
         }
     }
@@ -51,6 +54,14 @@ impl Registry {
 
     pub(crate) fn add_series(&self, s: Arc<SeriesCounters>) {
         lock(&self.series).push(s);
+    }
+
+    /// A budget some chain writes with (listed once, however many chains share it).
+    pub(crate) fn add_budget(&self, b: &WriteBudget) {
+        let mut budgets = lock(&self.budgets);
+        if b.is_enabled() && !budgets.iter().any(|x| x.same(b)) {
+            budgets.push(b.clone());
+        }
     }
 
     /// Every watcher queue registered so far (removed ones included).
@@ -90,6 +101,7 @@ impl Registry {
             watchers: lock(&self.watchers).iter().map(|w| w.snapshot()).collect(),
             sinks: lock(&self.sinks).iter().map(|s| s.snapshot()).collect(),
             series: lock(&self.series).iter().map(|s| s.snapshot()).collect(),
+            budgets: lock(&self.budgets).iter().map(|b| b.snapshot()).collect(),
         }
     }
 }

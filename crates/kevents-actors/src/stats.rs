@@ -13,15 +13,19 @@
 //! | `kevents_watcher_accepted_total` | `watcher` | events queued for a watcher |
 //! | `kevents_watcher_dropped_total` | `watcher`, `reason` = `full`, `closed` | events a watcher did not get |
 //! | `kevents_sink_events_total` | `sink`, `outcome` = `correlated`, `aggregated`, `spam_filtered` | correlator decisions |
-//! | `kevents_sink_writes_total` | `sink`, `outcome` = `created`, `patched`, `recreated`, `rejected`, `retry_exhausted`, `abandoned` | finished writes |
+//! | `kevents_sink_writes_total` | `sink`, `outcome` = `created`, `patched`, `recreated`, `rejected`, `retry_exhausted`, `abandoned`, `superseded` | finished writes (`superseded`: replaced by a newer write of the same event before it started) |
 //! | `kevents_sink_attempts_total` | `sink` | requests made (including retries) |
 //! | `kevents_sink_restarts_total` | `sink` | supervisor restarts (panics, fatal errors) |
 //! | `kevents_queue_depth` (gauge) | `queue` = `intake` or `watcher:<name>` or `sink:<name>` | items waiting |
 //! | `kevents_series_evicted_total` | `sink`, `kind` = `singleton`, `series` | entries evicted because the series cache was full |
 //! | `kevents_series_writes_total` | `sink`, `reason` = `heartbeat`, `finish`, `flush` | series writes produced by the timers and the shutdown flush |
 //! | `kevents_series_counted_in_memory_total` | `sink` | repeats counted without a write |
-//! | `kevents_series_requests_total` | `sink`, `outcome` = `delivered`, `failed` | finished events.k8s.io/v1 writes |
+//! | `kevents_series_requests_total` | `sink`, `outcome` = `delivered`, `failed`, `superseded` | finished events.k8s.io/v1 writes |
 //! | `kevents_series_open`, `kevents_series_entries` (gauges) | `sink` | open series / tracked events now |
+//! | `kevents_budget_deferred_total` | `budget`, `reason` = `rate`, `retry_after`, `circuit` | writes that waited before their request |
+//! | `kevents_budget_pauses_total` | `budget` | 429 answers that paused every write of the budget |
+//! | `kevents_circuit_opens_total`, `kevents_circuit_probes_total` | `budget` | circuit breaker openings, probe writes |
+//! | `kevents_circuit_open` (gauge) | `budget` | 1 while the circuit is open |
 //!
 //! The handles are registered with the recorder installed when a pipeline (or a chain) is
 //! built: install the recorder first. `docs/metrics.md` describes every metric and how to
@@ -91,6 +95,9 @@ pub struct SinkSnapshot {
     pub retry_exhausted: u64,
     /// Writes still queued when shutdown hit its deadline.
     pub abandoned: u64,
+    /// Writes replaced by a newer write of the same event before they started (coalescing):
+    /// their occurrences are in the newer write's count, nothing is lost.
+    pub superseded: u64,
     /// Requests attempted, retries included.
     pub attempts: u64,
     /// Supervisor restarts of the sink actor.
@@ -120,7 +127,10 @@ impl SinkSnapshot {
 /// `recorded`. A recorded occurrence is still in the intake (`intake_depth`) or was
 /// `broadcast`; for each watcher a broadcast event was `accepted` or dropped
 /// (`dropped_full`, `dropped_closed`); for a sink chain an accepted event is
-/// `spam_filtered`, queued/in flight, or ends in exactly one write outcome.
+/// `spam_filtered`, queued/in flight, or ends in exactly one write outcome: stored
+/// ([`SinkSnapshot::delivered`]), given up ([`SinkSnapshot::failed`]) or
+/// [`superseded`](SinkSnapshot::superseded) by a newer write of the same event, which carries
+/// its count ([`StatsSnapshot::check_sinks`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StatsSnapshot {
     /// Occurrences accepted into the intake.
@@ -143,6 +153,9 @@ pub struct StatsSnapshot {
     pub sinks: Vec<SinkSnapshot>,
     /// Per series sink chain (events.k8s.io/v1): writes, evictions, flushes.
     pub series: Vec<SeriesSnapshot>,
+    /// Per write budget the pipeline's chains use (shared budgets appear in every pipeline
+    /// that uses them).
+    pub budgets: Vec<BudgetSnapshot>,
 }
 
 impl StatsSnapshot {
@@ -159,6 +172,35 @@ impl StatsSnapshot {
     /// The sink named `name`.
     pub fn sink(&self, name: &str) -> Option<&SinkSnapshot> {
         self.sinks.iter().find(|s| s.name == name)
+    }
+
+    /// Checks, for every core/v1 sink chain, that each event its watcher accepted is
+    /// accounted for exactly once: `accepted = spam_filtered + queued + delivered + failed +
+    /// superseded`. Returns the first chain for which it does not hold.
+    ///
+    /// ```
+    /// let s = kevents_actors::StatsSnapshot::default();
+    /// assert!(s.check_sinks().is_ok());
+    /// ```
+    pub fn check_sinks(&self) -> Result<(), String> {
+        for k in &self.sinks {
+            let accepted = self
+                .watcher(&format!("sink:{}", k.name))
+                .map_or(0, |w| w.accepted);
+            let accounted = k.spam_filtered + k.queued + k.delivered() + k.failed() + k.superseded;
+            if accepted != accounted {
+                return Err(format!(
+                    "sink {}: accepted {accepted} != spam_filtered + queued + delivered + failed + superseded = {accounted} ({k:?})",
+                    k.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The write budget named `name`.
+    pub fn budget(&self, name: &str) -> Option<&BudgetSnapshot> {
+        self.budgets.iter().find(|b| b.name == name)
     }
 
     /// Drops at every stage, summed: refused at the recorder, dropped for a watcher,
@@ -207,6 +249,8 @@ pub struct SeriesSnapshot {
     pub rescheduled: u64,
     /// Writes still queued or in flight when the pipeline stopped.
     pub abandoned: u64,
+    /// Writes replaced by a newer write of the same event before they started (coalescing).
+    pub superseded: u64,
     /// Requests attempted (a PATCH answered 404 and its CREATE count as one attempt).
     pub attempts: u64,
     /// Writes queued or in flight now.
@@ -222,5 +266,34 @@ impl SeriesSnapshot {
     /// Writes given up.
     pub fn failed(&self) -> u64 {
         self.rejected + self.retry_exhausted + self.abandoned
+    }
+}
+
+/// A point-in-time copy of the counters of one [`WriteBudget`](crate::WriteBudget) (in
+/// [`StatsSnapshot::budgets`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BudgetSnapshot {
+    /// The budget's name.
+    pub name: String,
+    /// Writes that waited for a token of the bucket.
+    pub deferred_rate: u64,
+    /// Writes that waited because a 429 paused the budget.
+    pub deferred_retry_after: u64,
+    /// Writes that waited because the circuit was open.
+    pub deferred_circuit: u64,
+    /// 429 answers that paused every write of the budget.
+    pub pauses: u64,
+    /// Times the circuit opened.
+    pub circuit_opens: u64,
+    /// Probe writes sent while it was open.
+    pub probes: u64,
+    /// Whether the circuit is open now.
+    pub circuit_open: bool,
+}
+
+impl BudgetSnapshot {
+    /// Writes that waited, for any reason.
+    pub fn deferred(&self) -> u64 {
+        self.deferred_rate + self.deferred_retry_after + self.deferred_circuit
     }
 }

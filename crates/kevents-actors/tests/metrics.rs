@@ -173,6 +173,8 @@ fn sink_options(burst_size: i32) -> SinkOptions {
             burst_size,
             ..CorrelatorOptions::default()
         },
+        // One write per correlator result (the request sequence this test counts).
+        coalesce: false,
         ..SinkOptions::default()
     }
 }

@@ -11,6 +11,7 @@ use actix::prelude::*;
 use common::*;
 use kevents_actors::{
     DropReason, Emit, IntakePolicy, Pipeline, RecordError, RetryPolicy, SinkOptions, WatcherPolicy,
+    WriteBudget,
 };
 use kevents_core::{EventSource, EventType, ObjectReference, SinkError, Status};
 
@@ -349,12 +350,14 @@ async fn supervised_sink_restart_with_concurrency() {
         delay: Some(Duration::from_millis(5)),
         ..ScriptedSink::new()
     };
+    // Every count is written (the per-event sequence below), none coalesced.
     let p = Pipeline::builder(source())
         .sink(
             "api",
             sink.clone(),
             SinkOptions {
                 retry: fast_retry(),
+                coalesce: false,
                 ..SinkOptions::default()
             },
         )
@@ -509,8 +512,16 @@ async fn retries_block_only_their_own_event_and_honour_retry_after() {
         fail_once: Some(SinkError::Status(Box::new(busy))),
         ..ScriptedSink::new()
     };
+    // Per-event retries: no shared budget (its 429 would pause every event's writes).
     let p = Pipeline::builder(source())
-        .sink("api", sink.clone(), SinkOptions::default())
+        .sink(
+            "api",
+            sink.clone(),
+            SinkOptions {
+                budget: Some(WriteBudget::off()),
+                ..SinkOptions::default()
+            },
+        )
         .start();
     let r = p.recorder();
     let start = tokio::time::Instant::now();
@@ -665,8 +676,16 @@ async fn register_and_unregister_at_any_time() {
 #[actix_rt::test]
 async fn spam_filtered_events_are_counted() {
     let sink = ScriptedSink::new();
+    // One write per correlator result (the counts below are client-go's).
     let p = Pipeline::builder(source())
-        .sink("api", sink.clone(), SinkOptions::default())
+        .sink(
+            "api",
+            sink.clone(),
+            SinkOptions {
+                coalesce: false,
+                ..SinkOptions::default()
+            },
+        )
         .start();
     let r = p.recorder();
     for _ in 0..30 {

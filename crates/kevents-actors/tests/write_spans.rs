@@ -99,8 +99,23 @@ fn every_write_attempt_has_a_span_with_its_status() {
                 "span-test",
                 "node-1",
             )))
-            .sink("api", api.clone(), SinkOptions::default())
-            .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+            // Every write made (the spans compared below), none coalesced.
+            .sink(
+                "api",
+                api.clone(),
+                SinkOptions {
+                    coalesce: false,
+                    ..SinkOptions::default()
+                },
+            )
+            .series_sink(
+                "v1",
+                api.clone(),
+                SeriesSinkOptions {
+                    coalesce: false,
+                    ..SeriesSinkOptions::default()
+                },
+            )
             .start();
         let recorder = pipeline.recorder();
         let pod = ObjectReference::new("v1", "Pod", "default", "web-1");

@@ -183,6 +183,10 @@ async fn run_once(
         "created": t.created,
         "patched": t.patched,
         "recreated": t.recreated,
+        // Writes replaced before they started by a newer one of the same event (coalescing).
+        "superseded": t.superseded,
+        // Writes that waited for the write budget (rate, 429 pause, open circuit).
+        "budget_deferred": report.stats.budgets.iter().map(|b| b.deferred()).sum::<u64>(),
         "retries": t.retries(),
         "spam_filtered": t.spam_filtered,
         "aggregated": t.aggregated,

@@ -729,6 +729,9 @@ pub struct Totals {
     pub retry_exhausted: u64,
     /// Writes still queued at the shutdown deadline.
     pub abandoned: u64,
+    /// Writes replaced by a newer write of the same event before they started (their
+    /// occurrences are in the newer write's count).
+    pub superseded: u64,
     /// Write attempts (a re-create is one attempt of two requests).
     pub attempts: u64,
     /// Supervisor restarts of sink actors.
@@ -759,6 +762,7 @@ impl Totals {
                 t.rejected += k.rejected;
                 t.retry_exhausted += k.retry_exhausted;
                 t.abandoned += k.abandoned;
+                t.superseded += k.superseded;
                 t.attempts += k.attempts;
                 t.restarts += k.restarts;
             }
@@ -801,9 +805,9 @@ impl Totals {
                 self.accepted + self.dropped_queue_full + self.dropped_closed,
             ),
             (
-                "accepted = spam-filtered + delivered + failed",
+                "accepted = spam-filtered + delivered + failed + superseded",
                 self.accepted,
-                self.spam_filtered + self.delivered() + self.failed(),
+                self.spam_filtered + self.delivered() + self.failed() + self.superseded,
             ),
         ];
         for (what, left, right) in checks {

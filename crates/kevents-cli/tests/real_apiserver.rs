@@ -61,6 +61,8 @@ fn pipeline(sink: &HttpSink, max_in_flight: usize) -> Pipeline {
                 },
                 max_in_flight,
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
+                // One write per correlator result: the request sequences checked below.
+                coalesce: false,
                 ..SinkOptions::default()
             },
         )

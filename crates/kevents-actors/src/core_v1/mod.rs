@@ -16,6 +16,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use kevents_core::{Correlator, CorrelatorOptions, EventSink};
 
+use crate::budget::WriteBudget;
 use crate::message::EventMessage;
 use crate::policy::{RetryPolicy, WatcherPolicy};
 use crate::queue::WatcherQueue;
@@ -32,6 +33,7 @@ pub use sink::SinkFactory;
 /// let o = SinkOptions::default();
 /// assert_eq!(o.delivery, WatcherPolicy::DropIfFull { capacity: 1000 });
 /// assert_eq!(o.max_in_flight, 16);
+/// assert!(o.coalesce && o.budget.is_none()); // coalescing, the pipeline's budget
 /// ```
 #[derive(Clone)]
 pub struct SinkOptions {
@@ -48,6 +50,18 @@ pub struct SinkOptions {
     pub delivery: WatcherPolicy,
     /// Rebuilds the [`EventSink`] when the sink actor restarts.
     pub rebuild: Option<SinkFactory>,
+    /// Coalescing (on by default): per event at most one write in flight and one waiting; a
+    /// newer result replaces the waiting write (a waiting CREATE becomes a CREATE of the
+    /// newest state), so the apiserver ends in the state of every result written in order
+    /// with fewer requests. Off: every correlator result is one write, client-go's request
+    /// sequence.
+    pub coalesce: bool,
+    /// The write budget (rate, 429 pause, circuit breaker) of the apiserver this chain
+    /// writes to; `None`: the pipeline's ([`PipelineBuilder::write_budget`], by default one
+    /// per builder). [`WriteBudget::off`] disables it.
+    ///
+    /// [`PipelineBuilder::write_budget`]: crate::PipelineBuilder::write_budget
+    pub budget: Option<WriteBudget>,
 }
 
 impl Default for SinkOptions {
@@ -58,6 +72,8 @@ impl Default for SinkOptions {
             max_in_flight: 16,
             delivery: WatcherPolicy::default(),
             rebuild: None,
+            coalesce: true,
+            budget: None,
         }
     }
 }
@@ -70,6 +86,8 @@ impl std::fmt::Debug for SinkOptions {
             .field("max_in_flight", &self.max_in_flight)
             .field("delivery", &self.delivery)
             .field("rebuild", &self.rebuild.as_ref().map(|_| "factory"))
+            .field("coalesce", &self.coalesce)
+            .field("budget", &self.budget)
             .finish()
     }
 }
@@ -81,16 +99,24 @@ pub(crate) struct SinkSpec {
     pub(crate) options: SinkOptions,
 }
 
-/// Starts one chain: the correlator (on `arbiter` if given) and its supervised sink actor.
-/// Returns the chain, its watcher recipients and its queue.
+/// Starts one chain: the correlator (on `arbiter` if given) and its supervised sink actor,
+/// writing with `spec`'s budget or else `budget`. Returns the chain, its watcher recipients
+/// and its queue.
 pub(crate) fn spawn_chain(
     spec: SinkSpec,
+    budget: &WriteBudget,
     registry: &Arc<Registry>,
     queue_max_bytes: usize,
     arbiter: Option<&ArbiterHandle>,
 ) -> (SinkChain, Recipient<EventMessage>, Arc<WatcherQueue>) {
     let counters = Arc::new(SinkCounters::new(&spec.name));
     registry.add_sink(Arc::clone(&counters));
+    let budget = spec
+        .options
+        .budget
+        .clone()
+        .unwrap_or_else(|| budget.clone());
+    registry.add_budget(&budget);
     let queue = Arc::new(WatcherQueue::new(
         &format!("sink:{}", spec.name),
         spec.options.delivery,
@@ -110,6 +136,8 @@ pub(crate) fn spawn_chain(
             options.rebuild.clone(),
             options.retry.clone(),
             options.max_in_flight,
+            options.coalesce,
+            budget,
             Some(reply),
             Arc::clone(&counters),
             Arc::clone(&registry),

@@ -12,11 +12,12 @@ use kevents_core::{Disposition, Event, EventSink, WriteEvent, WriteKind, WriteOu
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
+use crate::budget::{Health, WriteBudget};
 use crate::message::DeliverySlot;
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
 use crate::telemetry::{SinkCounters, WriteEnd};
-use crate::writer::{Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
+use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
 /// Builds a fresh [`EventSink`] when the sink actor restarts.
 pub type SinkFactory = Arc<dyn Fn() -> Arc<dyn EventSink> + Send + Sync>;
@@ -34,7 +35,9 @@ pub(crate) struct CorrelatedWrite {
 #[rtype(result = "()")]
 pub(crate) struct WriteBatch(pub(crate) Vec<CorrelatedWrite>);
 
-/// The end of a write, reported to the correlator: `stored` is the server's copy on success.
+/// The end of a write, reported to the correlator: `stored` is the server's copy on success
+/// (`None` for a write given up, or superseded by a newer write of the same event: that
+/// newer write, still counted in flight by the correlator, reports the server's state).
 pub(crate) struct WriteDone {
     pub(crate) key: Key,
     pub(crate) stored: Option<Event>,
@@ -54,6 +57,30 @@ pub(crate) struct Abandon;
 pub(crate) struct QueuedWrite {
     event: Arc<Event>,
     patch: Option<Arc<[u8]>>,
+    /// CREATE whatever the count: a CREATE that absorbed newer results.
+    create: bool,
+}
+
+impl QueuedWrite {
+    /// Whether the write starts with a CREATE.
+    fn is_create(&self) -> bool {
+        self.create || self.event.count <= 1
+    }
+}
+
+impl Coalesce for QueuedWrite {
+    /// The newer result replaces this one: a PATCH is replaced by the newer PATCH (whose body
+    /// the correlator computed for the newest state, as client-go would send it); a CREATE
+    /// becomes a CREATE of the newer event (count, lastTimestamp, message), as client-go's
+    /// re-create after 404.
+    fn absorb(&mut self, newer: Self) -> Result<(), Self> {
+        let create = self.is_create();
+        *self = QueuedWrite {
+            create: create || newer.create,
+            ..newer
+        };
+        Ok(())
+    }
 }
 
 /// The Sink actor.
@@ -72,11 +99,14 @@ pub(crate) struct SinkActor {
 }
 
 impl SinkActor {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         sink: Arc<dyn EventSink>,
         rebuild: Option<SinkFactory>,
         retry: RetryPolicy,
         max_in_flight: usize,
+        coalesce: bool,
+        budget: WriteBudget,
         reply: Option<WeakRecipient<WriteDoneBatch>>,
         counters: Arc<SinkCounters>,
         registry: Arc<Registry>,
@@ -85,7 +115,7 @@ impl SinkActor {
             sink,
             rebuild,
             retry,
-            writer: KeyedWriter::new(max_in_flight),
+            writer: KeyedWriter::new(max_in_flight, coalesce, budget),
             reply,
             done: Vec::new(),
             counters,
@@ -150,15 +180,17 @@ impl KeyedWrites for SinkActor {
             "kevents.write",
             sink = %self.counters.name(),
             event = %key,
-            verb = if w.patch.is_some() { "patch" } else { "create" },
+            verb = if w.is_create() { "create" } else { "patch" },
             attempt = job.attempts,
             status = tracing::field::Empty,
         );
-        let attempt = WriteEvent::new(
-            Arc::clone(&self.sink),
-            Arc::clone(&w.event),
-            w.patch.as_deref(),
-        );
+        let sink = Arc::clone(&self.sink);
+        let event = Arc::clone(&w.event);
+        let attempt = if w.create {
+            WriteEvent::create(sink, event)
+        } else {
+            WriteEvent::new(sink, event, w.patch.as_deref())
+        };
         Some(attempt.instrument(job.span.clone()))
     }
 
@@ -179,6 +211,7 @@ impl KeyedWrites for SinkActor {
         let outcome = match out {
             Ok(o) => o,
             Err(Panicked(panic)) => {
+                self.writer.observed(key, Health::Failed);
                 tracing::error!(sink = %name, event = %key, panic = %panic,
                     "event sink panicked; restarting it (queued writes are kept)");
                 self.traced(key, "panicked");
@@ -186,6 +219,7 @@ impl KeyedWrites for SinkActor {
                 return Settle::Done;
             }
         };
+        self.writer.observed(key, Health::of(&outcome.result));
         let err = match outcome.result {
             Ok(stored) => {
                 self.traced(
@@ -299,8 +333,18 @@ impl Handler<WriteBatch> for SinkActor {
             let queued = QueuedWrite {
                 event: Arc::new(w.event),
                 patch: w.patch.map(Arc::from),
+                create: false,
             };
-            self.writer.push(w.key, queued, Some(w.slot));
+            if self.writer.push(Arc::clone(&w.key), queued, Some(w.slot)) {
+                // The older write's occurrences are in the newer one's count.
+                self.counters.write_ended(WriteEnd::Superseded);
+                if self.reply.is_some() {
+                    self.done.push(WriteDone {
+                        key: w.key,
+                        stored: None,
+                    });
+                }
+            }
         }
         pump(self, ctx);
     }

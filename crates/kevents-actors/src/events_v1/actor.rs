@@ -13,12 +13,13 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::options::SeriesSinkOptions;
+use crate::budget::{Health, WriteBudget};
 use crate::message::{DeliverySlot, EventMessage, Recorded};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
 use crate::stats::SeriesSnapshot;
 use crate::telemetry::SeriesCounters;
-use crate::writer::{Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
+use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
 /// Shortest sleep of the timer.
 const MIN_TICK: Duration = Duration::from_millis(100);
@@ -32,6 +33,38 @@ pub(crate) struct FlushSeries;
 #[derive(Message)]
 #[rtype(result = "u64")]
 pub(crate) struct StopSeries;
+
+impl Coalesce for Write {
+    /// A newer write of the same event replaces this one (not started): a CREATE absorbs a
+    /// series PATCH as the CREATE of the event with its newest series (client-go's re-create
+    /// after 404); a PATCH is replaced by the newer PATCH. The write keeps a reason that is
+    /// retried if either had one (heartbeats and finishes are tried once). A newer CREATE is
+    /// queued behind.
+    fn absorb(&mut self, newer: Self) -> Result<(), Self> {
+        if newer.is_create() {
+            return Err(newer);
+        }
+        let older = self.reason();
+        let reason = if newer.reason().single_attempt() && !older.single_attempt() {
+            older
+        } else {
+            newer.reason()
+        };
+        *self = match (self.is_create(), newer) {
+            (true, newer) => match newer.recreate() {
+                Write::Create { event, .. } => Write::Create { event, reason },
+                other => other,
+            },
+            (false, Write::Patch { event, patch, .. }) => Write::Patch {
+                event,
+                patch,
+                reason,
+            },
+            (false, other) => other,
+        };
+        Ok(())
+    }
+}
 
 /// The series sink actor.
 pub(crate) struct SeriesActor {
@@ -53,6 +86,7 @@ impl SeriesActor {
     pub(crate) fn new(
         sink: Arc<dyn EventsV1Sink>,
         options: SeriesSinkOptions,
+        budget: WriteBudget,
         clock: SharedClock,
         counters: Arc<SeriesCounters>,
         registry: Arc<Registry>,
@@ -63,7 +97,7 @@ impl SeriesActor {
             retry: options.retry,
             clock: options.clock.unwrap_or(clock),
             max_tick: options.max_tick.max(Duration::from_millis(1)),
-            writer: KeyedWriter::new(options.max_in_flight),
+            writer: KeyedWriter::new(options.max_in_flight, options.coalesce, budget),
             timer: None,
             waiters: Vec::new(),
             counts: counters.snapshot(),
@@ -78,7 +112,9 @@ impl SeriesActor {
         key.push_str(&e.metadata.namespace);
         key.push('/');
         key.push_str(&e.metadata.name);
-        self.writer.push(Arc::from(key), write, slot);
+        if self.writer.push(Arc::from(key), write, slot) {
+            self.counts.superseded += 1;
+        }
     }
 
     /// Makes sure the timer wakes up no later than the cache's next deadline (and at most
@@ -162,6 +198,10 @@ impl KeyedWrites for SeriesActor {
             return Settle::Done;
         };
         let attempt = job.attempts;
+        let health = match &out {
+            Ok(o) => Health::of(&o.result),
+            Err(_) => Health::Failed,
+        };
         let out = out.unwrap_or_else(|_| V1WriteOutcome {
             sent: job.write.clone(),
             result: Err(SinkError::Transport(
@@ -170,6 +210,10 @@ impl KeyedWrites for SeriesActor {
             recreated: false,
             step: Step::Retry,
         });
+        self.writer.observed(key, health);
+        let Some(job) = self.writer.head_mut(key) else {
+            return Settle::Done;
+        };
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
         let c = &mut self.counts;

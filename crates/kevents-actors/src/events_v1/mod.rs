@@ -20,6 +20,7 @@ use actix::prelude::*;
 use kevents_core::SharedClock;
 use kevents_core::events_v1::EventsV1Sink;
 
+use crate::budget::WriteBudget;
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::registry::Registry;
@@ -43,6 +44,7 @@ pub(crate) struct SeriesSpec {
 /// Starts one series chain; returns it, its watcher recipient and its watcher policy.
 pub(crate) fn spawn_series(
     spec: SeriesSpec,
+    budget: &WriteBudget,
     clock: &SharedClock,
     registry: &Arc<Registry>,
     arbiter: Option<&ArbiterHandle>,
@@ -51,9 +53,16 @@ pub(crate) fn spawn_series(
     let flush_on_shutdown = spec.options.flush_on_shutdown;
     let counters = Arc::new(SeriesCounters::new(&spec.name));
     registry.add_series(Arc::clone(&counters));
+    let budget = spec
+        .options
+        .budget
+        .clone()
+        .unwrap_or_else(|| budget.clone());
+    registry.add_budget(&budget);
     let actor = SeriesActor::new(
         spec.sink,
         spec.options,
+        budget,
         Arc::clone(clock),
         counters,
         Arc::clone(registry),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use kevents_core::SharedClock;
 use kevents_core::events_v1::SeriesOptions;
 
+use crate::budget::WriteBudget;
 use crate::policy::{RetryPolicy, WatcherPolicy};
 
 /// Options of a series sink chain ([`PipelineBuilder::series_sink`]).
@@ -15,6 +16,7 @@ use crate::policy::{RetryPolicy, WatcherPolicy};
 /// let o = SeriesSinkOptions::default();
 /// assert_eq!(o.series.max_entries, 16_384);
 /// assert!(o.flush_on_shutdown);
+/// assert!(o.coalesce && o.budget.is_none());
 /// ```
 ///
 /// [`PipelineBuilder::series_sink`]: crate::PipelineBuilder::series_sink
@@ -45,6 +47,14 @@ pub struct SeriesSinkOptions {
     ///
     /// [`Pipeline::shutdown`]: crate::Pipeline::shutdown
     pub flush_on_shutdown: bool,
+    /// Coalescing (on by default): a write of an event that has not started absorbs a newer
+    /// write of the same event (a waiting CREATE becomes the CREATE of the event with its
+    /// newest `series`, as client-go's re-create after 404; a waiting PATCH is replaced by the
+    /// newer `series.count`).
+    pub coalesce: bool,
+    /// The write budget of the apiserver; `None`: the pipeline's
+    /// ([`PipelineBuilder::write_budget`](crate::PipelineBuilder::write_budget)).
+    pub budget: Option<WriteBudget>,
 }
 
 impl Default for SeriesSinkOptions {
@@ -57,6 +67,8 @@ impl Default for SeriesSinkOptions {
             clock: None,
             max_tick: Duration::from_secs(60),
             flush_on_shutdown: true,
+            coalesce: true,
+            budget: None,
         }
     }
 }
@@ -71,6 +83,8 @@ impl fmt::Debug for SeriesSinkOptions {
             .field("clock", &self.clock)
             .field("max_tick", &self.max_tick)
             .field("flush_on_shutdown", &self.flush_on_shutdown)
+            .field("coalesce", &self.coalesce)
+            .field("budget", &self.budget)
             .finish()
     }
 }

@@ -7,6 +7,7 @@ use kevents_core::{EventFactory, EventSink, EventSource, SharedClock, SystemCloc
 
 use super::running::Pipeline;
 use crate::broadcaster::Broadcaster;
+use crate::budget::{BudgetOptions, WriteBudget};
 use crate::core_v1::{SinkOptions, SinkSpec, spawn_chain};
 use crate::events_v1::{SeriesSinkOptions, SeriesSpec, spawn_series};
 use crate::logging::{LogStyle, LoggingWatcher};
@@ -50,6 +51,7 @@ pub struct PipelineBuilder {
     sink_arbiter: Option<ArbiterHandle>,
     series: Vec<SeriesSpec>,
     events_v1: Option<EventsV1Config>,
+    budget: Option<WriteBudget>,
 }
 
 impl std::fmt::Debug for PipelineBuilder {
@@ -79,7 +81,18 @@ impl PipelineBuilder {
             sinks: Vec::new(),
             watchers: Vec::new(),
             sink_arbiter: None,
+            budget: None,
         }
+    }
+
+    /// The write budget of the chains that have none of their own
+    /// ([`SinkOptions::budget`], [`SeriesSinkOptions::budget`]). By default each builder makes
+    /// one, named `default`, with [`BudgetOptions::default`] (200 writes/s, burst 1000, 429
+    /// pauses, circuit breaker after 5 consecutive failures), shared by its chains. Give the
+    /// same [`WriteBudget`] to every pipeline that writes to one apiserver to share it.
+    pub fn write_budget(mut self, budget: WriteBudget) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// Runs the correlators of the sink chains on another arbiter (thread), so correlation
@@ -231,9 +244,13 @@ impl PipelineBuilder {
         }
 
         let mut sinks = Vec::new();
+        let budget = self
+            .budget
+            .unwrap_or_else(|| WriteBudget::new("default", BudgetOptions::default()));
         for spec in self.sinks {
             let (chain, recipient, queue) = spawn_chain(
                 spec,
+                &budget,
                 &registry,
                 self.queue_max_bytes,
                 self.sink_arbiter.as_ref(),
@@ -246,8 +263,13 @@ impl PipelineBuilder {
         let mut series = Vec::new();
         for spec in self.series {
             let name = format!("series:{}", spec.name);
-            let (chain, recipient, policy) =
-                spawn_series(spec, &self.clock, &registry, self.sink_arbiter.as_ref());
+            let (chain, recipient, policy) = spawn_series(
+                spec,
+                &budget,
+                &self.clock,
+                &registry,
+                self.sink_arbiter.as_ref(),
+            );
             broadcaster.add(
                 recipient,
                 None,
@@ -291,6 +313,7 @@ impl PipelineBuilder {
             series,
             sink_arbiter: self.sink_arbiter,
             queue_max_bytes: self.queue_max_bytes,
+            budget,
             registry,
         }
     }

@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use super::report::ShutdownReport;
 use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregister, WatcherId};
+use crate::budget::WriteBudget;
 use crate::core_v1::{SinkChain, SinkOptions, SinkSpec, StopCorrelator, spawn_chain};
 use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
 use crate::message::EventMessage;
@@ -32,6 +33,8 @@ pub struct Pipeline {
     pub(super) series: Vec<SeriesChain>,
     pub(super) sink_arbiter: Option<ArbiterHandle>,
     pub(super) queue_max_bytes: usize,
+    /// The budget of chains without their own.
+    pub(super) budget: WriteBudget,
     pub(super) registry: Arc<Registry>,
 }
 
@@ -118,6 +121,7 @@ impl Pipeline {
         };
         let (chain, recipient, queue) = spawn_chain(
             spec,
+            &self.budget,
             &self.registry,
             self.queue_max_bytes,
             self.sink_arbiter.as_ref(),

@@ -2,6 +2,7 @@
 //! (a method per thing that happens, which counts it in-process, mirrors it to the `metrics`
 //! facade and, for drops, logs it rate-limited). Metric names are all in [`names`].
 
+mod budget;
 mod counter;
 mod intake;
 pub(crate) mod names;
@@ -9,6 +10,7 @@ mod series;
 mod sink;
 mod watcher;
 
+pub(crate) use budget::{BudgetCounters, Deferral};
 pub(crate) use intake::{IntakeCounters, Refusal};
 pub(crate) use series::SeriesCounters;
 pub(crate) use sink::{Decisions, SinkCounters, WriteEnd};

@@ -14,7 +14,7 @@ pub(crate) const WATCHER_DROPPED: &str = "kevents_watcher_dropped_total";
 /// Counter, labels `sink`, `outcome` (`correlated`, `aggregated`, `spam_filtered`).
 pub(crate) const SINK_EVENTS: &str = "kevents_sink_events_total";
 /// Counter, labels `sink`, `outcome` (`created`, `patched`, `recreated`, `rejected`,
-/// `retry_exhausted`, `abandoned`).
+/// `retry_exhausted`, `abandoned`, `superseded`).
 pub(crate) const SINK_WRITES: &str = "kevents_sink_writes_total";
 /// Counter, label `sink`: requests made, retries included.
 pub(crate) const SINK_ATTEMPTS: &str = "kevents_sink_attempts_total";
@@ -28,12 +28,25 @@ pub(crate) const SERIES_EVICTED: &str = "kevents_series_evicted_total";
 pub(crate) const SERIES_WRITES: &str = "kevents_series_writes_total";
 /// Counter, label `sink`: repeats counted in memory without a write.
 pub(crate) const SERIES_COUNTED: &str = "kevents_series_counted_in_memory_total";
-/// Counter, labels `sink`, `outcome` (`delivered`, `failed`): finished events.k8s.io/v1 writes.
+/// Counter, labels `sink`, `outcome` (`delivered`, `failed`, `superseded`): finished
+/// events.k8s.io/v1 writes.
 pub(crate) const SERIES_REQUESTS: &str = "kevents_series_requests_total";
 /// Gauge, label `sink`: open series now.
 pub(crate) const SERIES_OPEN: &str = "kevents_series_open";
 /// Gauge, label `sink`: tracked events now.
 pub(crate) const SERIES_ENTRIES: &str = "kevents_series_entries";
+
+/// Counter, labels `budget`, `reason` (`rate`, `retry_after`, `circuit`): writes that waited
+/// before their request.
+pub(crate) const BUDGET_DEFERRED: &str = "kevents_budget_deferred_total";
+/// Counter, label `budget`: 429 answers that paused every write of the budget.
+pub(crate) const BUDGET_PAUSES: &str = "kevents_budget_pauses_total";
+/// Counter, label `budget`: times the circuit opened.
+pub(crate) const CIRCUIT_OPENS: &str = "kevents_circuit_opens_total";
+/// Counter, label `budget`: probe writes sent while the circuit was open.
+pub(crate) const CIRCUIT_PROBES: &str = "kevents_circuit_probes_total";
+/// Gauge, label `budget`: 1 while the circuit is open.
+pub(crate) const CIRCUIT_OPEN: &str = "kevents_circuit_open";
 
 /// Whether a metric is a counter or a gauge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +56,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 16] = [
+pub(crate) const ALL: [(&str, Kind, &str); 21] = [
     (
         RECORDED,
         Kind::Counter,
@@ -77,7 +90,7 @@ pub(crate) const ALL: [(&str, Kind, &str); 16] = [
     (
         SINK_WRITES,
         Kind::Counter,
-        "Finished core/v1 writes by outcome (created, patched, recreated, rejected, retry_exhausted, abandoned).",
+        "Finished core/v1 writes by outcome (created, patched, recreated, rejected, retry_exhausted, abandoned, superseded).",
     ),
     (
         SINK_ATTEMPTS,
@@ -112,12 +125,37 @@ pub(crate) const ALL: [(&str, Kind, &str); 16] = [
     (
         SERIES_REQUESTS,
         Kind::Counter,
-        "Finished events.k8s.io/v1 writes by outcome (delivered, failed).",
+        "Finished events.k8s.io/v1 writes by outcome (delivered, failed, superseded).",
     ),
     (SERIES_OPEN, Kind::Gauge, "Open events.k8s.io/v1 series."),
     (
         SERIES_ENTRIES,
         Kind::Gauge,
         "Events tracked by the events.k8s.io/v1 series cache.",
+    ),
+    (
+        BUDGET_DEFERRED,
+        Kind::Counter,
+        "Writes that waited before their request, by reason (rate, retry_after, circuit).",
+    ),
+    (
+        BUDGET_PAUSES,
+        Kind::Counter,
+        "429 answers with which the apiserver paused every write of the budget.",
+    ),
+    (
+        CIRCUIT_OPENS,
+        Kind::Counter,
+        "Times the circuit breaker of a write budget opened.",
+    ),
+    (
+        CIRCUIT_PROBES,
+        Kind::Counter,
+        "Probe writes sent while the circuit was open.",
+    ),
+    (
+        CIRCUIT_OPEN,
+        Kind::Gauge,
+        "1 while the circuit breaker of a write budget is open.",
     ),
 ];

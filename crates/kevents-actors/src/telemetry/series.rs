@@ -19,6 +19,7 @@ pub(crate) struct SeriesCounters {
     counted: metrics::Counter,
     delivered: metrics::Counter,
     failed: metrics::Counter,
+    superseded: metrics::Counter,
     open: metrics::Gauge,
     entries: metrics::Gauge,
 }
@@ -39,6 +40,7 @@ impl SeriesCounters {
             counted: metrics::counter!(names::SERIES_COUNTED, "sink" => n.clone()),
             delivered: metrics::counter!(names::SERIES_REQUESTS, "sink" => n.clone(), "outcome" => "delivered"),
             failed: metrics::counter!(names::SERIES_REQUESTS, "sink" => n.clone(), "outcome" => "failed"),
+            superseded: metrics::counter!(names::SERIES_REQUESTS, "sink" => n.clone(), "outcome" => "superseded"),
             open: metrics::gauge!(names::SERIES_OPEN, "sink" => n.clone()),
             entries: metrics::gauge!(names::SERIES_ENTRIES, "sink" => n),
         }
@@ -55,6 +57,7 @@ impl SeriesCounters {
         self.counted.absolute(c.counted_in_memory);
         self.delivered.absolute(s.delivered());
         self.failed.absolute(s.failed());
+        self.superseded.absolute(s.superseded);
         self.open.set(c.open_series as f64);
         self.entries.set(c.entries as f64);
         self.snapshot

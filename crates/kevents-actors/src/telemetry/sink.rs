@@ -29,6 +29,8 @@ pub(crate) enum WriteEnd {
         /// Log it as a drop.
         log: bool,
     },
+    /// A newer write of the same event replaced it before it started.
+    Superseded,
 }
 
 /// Counters of one sink chain (its correlator and its sink actor).
@@ -44,6 +46,7 @@ pub(crate) struct SinkCounters {
     rejected: Counter,
     retry_exhausted: Counter,
     abandoned: Counter,
+    superseded: Counter,
     attempts: Counter,
     restarts: Counter,
     queued: AtomicU64,
@@ -72,6 +75,7 @@ impl SinkCounters {
             rejected: wr("rejected"),
             retry_exhausted: wr("retry_exhausted"),
             abandoned: wr("abandoned"),
+            superseded: wr("superseded"),
             attempts: Counter::new(metrics::counter!(names::SINK_ATTEMPTS, "sink" => n.clone())),
             restarts: Counter::new(metrics::counter!(names::SINK_RESTARTS, "sink" => n.clone())),
             queued: AtomicU64::new(0),
@@ -112,6 +116,7 @@ impl SinkCounters {
             WriteEnd::Stored(WriteKind::Patch) => self.patched.add(1),
             WriteEnd::Stored(WriteKind::Recreate) => self.recreated.add(1),
             WriteEnd::Rejected => self.rejected.add(1),
+            WriteEnd::Superseded => self.superseded.add(1),
             WriteEnd::RetryExhausted { log } => {
                 self.retry_exhausted.add(1);
                 if log {
@@ -155,6 +160,7 @@ impl SinkCounters {
             rejected: self.rejected.get(),
             retry_exhausted: self.retry_exhausted.get(),
             abandoned: self.abandoned.get(),
+            superseded: self.superseded.get(),
             attempts: self.attempts.get(),
             restarts: self.restarts.get(),
             queued: self.queued.load(Ordering::Relaxed),

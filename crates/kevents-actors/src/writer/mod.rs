@@ -6,6 +6,17 @@
 //!
 //! The engine owns the queues ([`KeyedWriter`]) and the driving of attempts ([`pump`]); a
 //! chain says how to start one attempt and what its result means ([`KeyedWrites`]).
+//!
+//! **Coalescing** (on unless the chain turns it off): per key at most one write has started
+//! (in flight, or sleeping before a retry) and at most one waits behind it; a newer write of
+//! the key is absorbed into the waiting one ([`Coalesce`]), whose slot is given back and
+//! which the chain counts as superseded. Counts being absolute, only intermediate states are
+//! skipped.
+//!
+//! **Budget**: before every attempt the engine asks the chain's [`WriteBudget`]; when it says
+//! wait, the key is parked (it keeps its place among the writes in flight) and one timer per
+//! actor wakes the engine up. A parked write has not started, so it keeps absorbing newer
+//! ones.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -14,7 +25,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::FutureExt;
+use tokio::time::Instant;
 
+use crate::budget::{Admit, Health, WriteBudget};
 use crate::fast_map::FastMap;
 use crate::message::{DeliverySlot, ReleasedSlots};
 
@@ -32,6 +45,18 @@ pub(crate) struct Job<W> {
     pub(crate) span: tracing::Span,
     /// The watcher queue slot this write holds, if any.
     slot: Option<DeliverySlot>,
+    /// The current attempt is the budget's circuit probe.
+    probe: bool,
+    /// Waiting for the budget (counted once per wait).
+    deferred: bool,
+}
+
+/// A write that can absorb a newer write of the same event before it starts.
+pub(crate) trait Coalesce: Sized {
+    /// Makes `self` (not started) write what `newer` would have, such that the server ends
+    /// in the state the two writes in order would have left; `Err(newer)` if it cannot (the
+    /// newer write is then queued behind).
+    fn absorb(&mut self, newer: Self) -> Result<(), Self>;
 }
 
 struct KeyQueue<W> {
@@ -47,11 +72,18 @@ pub(crate) struct KeyedWriter<W> {
     max_in_flight: usize,
     len: usize,
     released: ReleasedSlots,
+    coalesce: bool,
+    budget: WriteBudget,
+    /// Keys in flight whose next attempt waits for the budget, in the order they parked.
+    parked: VecDeque<Key>,
+    /// The timer that wakes the engine for the budget: when it fires and its handle.
+    wake: Option<(Instant, SpawnHandle)>,
 }
 
-impl<W> KeyedWriter<W> {
-    /// At most `max_in_flight` (at least 1) keys have a write in flight at once.
-    pub(crate) fn new(max_in_flight: usize) -> Self {
+impl<W: Coalesce> KeyedWriter<W> {
+    /// At most `max_in_flight` (at least 1) keys have a write in flight at once; writes of a
+    /// key coalesce if `coalesce`; every attempt draws from `budget`.
+    pub(crate) fn new(max_in_flight: usize, coalesce: bool, budget: WriteBudget) -> Self {
         KeyedWriter {
             keys: FastMap::default(),
             ready: VecDeque::new(),
@@ -59,17 +91,47 @@ impl<W> KeyedWriter<W> {
             max_in_flight: max_in_flight.max(1),
             len: 0,
             released: ReleasedSlots::default(),
+            coalesce,
+            budget,
+            parked: VecDeque::new(),
+            wake: None,
         }
     }
 
-    /// Queues `write` behind the other writes of `key`.
-    pub(crate) fn push(&mut self, key: Key, write: W, slot: Option<DeliverySlot>) {
+    /// Queues `write` behind the other writes of `key`, or (coalescing) lets the key's
+    /// waiting write absorb it: then returns `true` (one write superseded; the older write's
+    /// slot is given back, the absorbing write holds the newer slot).
+    pub(crate) fn push(&mut self, key: Key, write: W, slot: Option<DeliverySlot>) -> bool {
+        let mut write = write;
+        if self.coalesce
+            && let Some(last) = self.keys.get_mut(&key).and_then(|q| q.jobs.back_mut())
+            && last.attempts == 0
+        {
+            match last.write.absorb(write) {
+                Ok(()) => {
+                    if let Some(old) = std::mem::replace(&mut last.slot, slot) {
+                        self.released.push(old);
+                    }
+                    return true;
+                }
+                Err(w) => write = w,
+            }
+        }
+        self.enqueue(key, write, slot);
+        false
+    }
+}
+
+impl<W> KeyedWriter<W> {
+    fn enqueue(&mut self, key: Key, write: W, slot: Option<DeliverySlot>) {
         let job = Job {
             write,
             attempts: 0,
             delay: None,
             span: tracing::Span::none(),
             slot,
+            probe: false,
+            deferred: false,
         };
         self.len += 1;
         match self.keys.get_mut(&key) {
@@ -131,9 +193,21 @@ impl<W> KeyedWriter<W> {
         Some(job.write)
     }
 
+    /// Tells the budget what the answer to `key`'s current attempt says about the apiserver.
+    pub(crate) fn observed(&mut self, key: &Key, health: Health) {
+        let probe = self
+            .keys
+            .get_mut(key)
+            .and_then(|q| q.jobs.front_mut())
+            .is_some_and(|j| std::mem::take(&mut j.probe));
+        self.budget.report(probe, health);
+    }
+
     /// After a restart (the attempts in flight were dropped with the old actor context):
     /// every key that had a write in flight goes back to the front, to be tried again first.
     pub(crate) fn requeue_in_flight(&mut self) {
+        self.parked.clear();
+        self.wake = None;
         let mut requeue = Vec::new();
         for (k, q) in &mut self.keys {
             if q.active {
@@ -152,6 +226,7 @@ impl<W> KeyedWriter<W> {
         let n = self.len as u64;
         self.keys.clear();
         self.ready.clear();
+        self.parked.clear();
         self.active = 0;
         self.len = 0;
         n
@@ -219,37 +294,81 @@ pub(crate) trait KeyedWrites: Actor<Context = Context<Self>> {
     fn pumped(&mut self, _ctx: &mut Context<Self>) {}
 }
 
-/// Starts head writes of ready keys while the concurrency bound allows, then gives back
-/// the slots of finished writes and calls [`KeyedWrites::pumped`].
+/// Starts head writes of parked keys (first) and of ready keys while the concurrency bound
+/// and the budget allow, then gives back the slots of finished writes and calls
+/// [`KeyedWrites::pumped`].
 pub(crate) fn pump<A: KeyedWrites>(act: &mut A, ctx: &mut Context<A>) {
     while !act.paused() {
-        let Some(key) = act.writer().next() else {
+        let w = act.writer();
+        let Some(key) = w.parked.pop_front().or_else(|| w.next()) else {
             break;
         };
-        drive(act, key, ctx);
+        if !drive(act, key, ctx) {
+            break;
+        }
     }
     act.writer().released.release();
     act.pumped(ctx);
 }
 
-/// Runs `key`'s (in flight) head write until it is spawned or settled.
-fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) {
+/// Parks `key` (in flight, waiting for the budget) and makes sure the engine wakes up
+/// within `wait`.
+fn park<A: KeyedWrites>(act: &mut A, key: Key, wait: Duration, ctx: &mut Context<A>) {
+    let w = act.writer();
+    w.parked.push_front(key);
+    let at = Instant::now() + wait;
+    if let Some((when, h)) = w.wake {
+        if when <= at {
+            return;
+        }
+        ctx.cancel_future(h);
+    }
+    let h = ctx.run_later(wait, |act, ctx| {
+        act.writer().wake = None;
+        pump(act, ctx);
+    });
+    act.writer().wake = Some((at, h));
+}
+
+/// Runs `key`'s (in flight) head write until it is spawned, settled or parked; `false` if it
+/// was parked (the budget says wait: nothing else may start now either).
+fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
     loop {
         let Some(job) = act.writer().head_mut(&key) else {
-            return;
+            return true;
         };
         if let Some(d) = job.delay.take() {
             ctx.spawn(
                 actix::fut::wrap_future::<_, A>(actix_rt::time::sleep(d)).map(
                     move |(), act, ctx| {
                         if !act.paused() {
-                            drive(act, key, ctx);
+                            let _ = drive(act, key, ctx);
                         }
                         pump(act, ctx);
                     },
                 ),
             );
-            return;
+            return true;
+        }
+        let w = act.writer();
+        let admit = w.budget.admit();
+        let Some(job) = w.keys.get_mut(&key).and_then(|q| q.jobs.front_mut()) else {
+            return true;
+        };
+        match admit {
+            Admit::Go { probe } => {
+                job.probe = probe;
+                job.deferred = false;
+            }
+            Admit::Wait(wait, why) => {
+                if !std::mem::replace(&mut job.deferred, true) {
+                    w.budget.counters().deferred(why);
+                    tracing::debug!(budget = %w.budget.name(), event = %key, ?wait, reason = ?why,
+                        "write waits for the write budget");
+                }
+                park(act, key, wait, ctx);
+                return false;
+            }
         }
         job.attempts += 1;
         // A sink that answers at once (in-memory, counting) is settled here, without
@@ -262,7 +381,7 @@ fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) {
         }));
         let out = match polled {
             Err(p) => Err(Panicked(panic_message(&*p))),
-            Ok(None) => return,
+            Ok(None) => return true,
             Ok(Some((_, Some(out)))) => Ok(out),
             Ok(Some((attempt, None))) => {
                 let guarded = AssertUnwindSafe(attempt)
@@ -270,16 +389,16 @@ fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) {
                     .map(|r| r.map_err(|p| Panicked(panic_message(&*p))));
                 ctx.spawn(guarded.into_actor(act).map(move |out, act, ctx| {
                     if let Settle::Again = act.settle(&key, out, ctx) {
-                        drive(act, key, ctx);
+                        let _ = drive(act, key, ctx);
                     }
                     pump(act, ctx);
                 }));
-                return;
+                return true;
             }
         };
         match act.settle(&key, out, ctx) {
             Settle::Again => continue,
-            Settle::Done => return,
+            Settle::Done => return true,
         }
     }
 }

@@ -137,6 +137,43 @@ where
         };
         WriteEvent { sink, event, state }
     }
+
+    /// Starts a CREATE of `event` whatever its count (its resourceVersion cleared), as the
+    /// re-create after a 404 does: what a writer sends when a CREATE that had not started yet
+    /// absorbed newer results of the same event (their count, lastTimestamp and message).
+    /// The outcome's kind is [`WriteKind::Create`].
+    ///
+    /// ```
+    /// use kevents_core::{Event, EventSink, SinkFuture, WriteEvent, WriteKind};
+    /// use std::sync::Arc;
+    ///
+    /// struct Store;
+    /// impl EventSink for Store {
+    ///     fn create(&self, e: &Event) -> SinkFuture {
+    ///         let e = e.clone();
+    ///         Box::pin(async move { Ok(e) })
+    ///     }
+    ///     fn patch(&self, _: &Event, _: &[u8]) -> SinkFuture {
+    ///         unreachable!("a create never patches")
+    ///     }
+    /// }
+    /// let mut e = Event::default();
+    /// e.count = 4;
+    /// e.metadata.resource_version = "7".into();
+    /// let sink: Arc<dyn EventSink> = Arc::new(Store);
+    /// let mut w = std::pin::pin!(WriteEvent::create(sink, Arc::new(e)));
+    /// let out = loop {
+    ///     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    ///     if let std::task::Poll::Ready(o) = w.as_mut().poll(&mut cx) { break o; }
+    /// };
+    /// assert_eq!(out.kind, WriteKind::Create);
+    /// let stored = out.result.unwrap();
+    /// assert_eq!((stored.count, stored.metadata.resource_version.as_str()), (4, ""));
+    /// ```
+    pub fn create(sink: S, event: E) -> Self {
+        let state = State::Create(create_fresh(&*sink, &event), WriteKind::Create);
+        WriteEvent { sink, event, state }
+    }
 }
 
 impl<S, E> Future for WriteEvent<S, E>
