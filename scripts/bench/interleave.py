@@ -8,9 +8,18 @@ reported.
 
   python3 scripts/bench/interleave.py --oracle /path/to/evoracle \\
       [--kevents target/release/kevents] [--pairs 5] [--workload hot|wide] \\
-      [--what correlator|pipeline|emit] [--policy drop|backpressure]
+      [--what correlator|pipeline|emit] [--policy drop|backpressure] \\
+      [--emit-source emit|pipeline] [--emit-figure with-args|call]
 
 Prints one JSON line per pair and a summary line with the medians.
+
+`--what emit`: client-go's figure (`emit_ns_per_event`) is the time of its harness's emit loop
+divided by n: building the pod (`fmt.Sprintf` of name and uid), reason and message, then
+`recorder.Event`, with the pipeline running. kevents' like-for-like figure is `kevents bench
+emit`'s `core_emit_with_args_ns` (the same strings built the same way inside the timed loop,
+then `Recorder::event`; the default); `--emit-figure call` takes `core_emit_ns` (the call
+alone, arguments built beforehand), and `--emit-source pipeline` the emit figure of `kevents
+bench pipeline` (the call alone, during the pipeline benchmark).
 """
 import argparse, json, statistics, subprocess, sys
 
@@ -36,6 +45,8 @@ def main():
     ap.add_argument("--workload", default="hot", choices=sorted(WORKLOADS))
     ap.add_argument("--what", default="correlator", choices=["correlator", "pipeline", "emit"])
     ap.add_argument("--policy", default="backpressure", choices=["drop", "backpressure"])
+    ap.add_argument("--emit-source", default="emit", choices=["emit", "pipeline"])
+    ap.add_argument("--emit-figure", default="with-args", choices=["with-args", "call"])
     a = ap.parse_args()
     w = WORKLOADS[a.workload]
     oracle = [a.oracle, "-mode", "bench"] + [x for k, v in w.items() for x in (f"-{k}", str(v))]
@@ -45,9 +56,13 @@ def main():
     elif a.what == "pipeline":
         kev = [a.kevents, "bench", "pipeline", "--workload", a.workload, "--policy", a.policy, "--runs", "1"]
         key, okey, higher = "pipeline_events_per_s", "pipeline_events_per_s", True
-    else:
+    elif a.emit_source == "pipeline":
         kev = [a.kevents, "bench", "pipeline", "--workload", a.workload, "--policy", a.policy, "--runs", "1"]
         key, okey, higher = "emit_ns_per_event", "emit_ns_per_event", False
+    else:
+        kev = [a.kevents, "bench", "emit", "--workload", a.workload, "--runs", "1"]
+        key = "core_emit_with_args_ns" if a.emit_figure == "with-args" else "core_emit_ns"
+        okey, higher = "emit_ns_per_event", False
     ratios, kv, ov = [], [], []
     for i in range(a.pairs):
         first_kevents = i % 2 == 0
@@ -60,7 +75,8 @@ def main():
         ratios.append(ratio); kv.append(kval); ov.append(oval)
         print(json.dumps({"pair": i + 1, "kevents": kval, "client_go": oval, "ratio": round(ratio, 2),
                           "kevents_json": k, "client_go_delivered": o.get("pipeline_delivered")}))
-    print(json.dumps({"what": a.what, "workload": a.workload, "policy": a.policy if a.what != "correlator" else None,
+    policy = a.policy if a.what == "pipeline" or (a.what == "emit" and a.emit_source == "pipeline") else None
+    print(json.dumps({"what": a.what, "workload": a.workload, "policy": policy,
                       "metric": key, "pairs": a.pairs,
                       "kevents_median": statistics.median(kv), "client_go_median": statistics.median(ov),
                       "median_ratio": round(statistics.median(ratios), 2),

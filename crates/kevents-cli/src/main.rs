@@ -3,6 +3,7 @@
 
 mod bench_apiserver;
 mod bench_correlator;
+mod bench_emit;
 mod bench_faults;
 mod bench_pipeline;
 mod cluster;
@@ -45,6 +46,8 @@ enum BenchCommand {
     Correlator(bench_correlator::CorrelatorArgs),
     /// The whole pipeline: recorder -> broadcaster -> correlator -> a counting sink.
     Pipeline(bench_pipeline::PipelineArgs),
+    /// Caller-side cost of `Recorder::event` and of the events.k8s.io/v1 call, pipeline running.
+    Emit(bench_emit::EmitArgs),
     /// Workload `api` (type Warning) through the pipeline and the HTTP sink to an apiserver.
     Apiserver(bench_apiserver::ApiserverArgs),
     /// An apiserver outage (the simulator refuses connections) during a steady stream.
@@ -117,6 +120,7 @@ fn main() -> std::process::ExitCode {
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),
+        Command::Bench(BenchCommand::Emit(args)) => bench_emit::run(args),
         Command::Bench(BenchCommand::Apiserver(args)) => bench_apiserver::run(args),
         Command::Bench(BenchCommand::Faults(args)) => bench_faults::run(args),
     };

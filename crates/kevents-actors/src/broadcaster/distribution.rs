@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use actix::Recipient;
-use kevents_core::EventFactory;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
 use crate::queue::WatcherQueue;
-use crate::recorder::{Item, build};
+use crate::recorder::{Factories, Item, build};
 use crate::registry::Registry;
 
 /// Identifies a registered watcher.
@@ -168,7 +167,7 @@ pub(crate) struct Distribution {
     pub(crate) watchers: Vec<Arc<WatcherEntry>>,
     lanes: Vec<Lane>,
     items: std::vec::IntoIter<Item>,
-    factory: Arc<EventFactory>,
+    factory: Arc<Factories>,
     registry: Arc<Registry>,
     /// The event waiting for a backpressure watcher: sequence number, event, watcher index
     /// and the event's size.
@@ -181,7 +180,7 @@ impl Distribution {
     pub(crate) fn new(
         watchers: Vec<Arc<WatcherEntry>>,
         items: Vec<Item>,
-        factory: Arc<EventFactory>,
+        factory: Arc<Factories>,
         registry: Arc<Registry>,
         next_seq: u64,
     ) -> Self {

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use actix::prelude::*;
-use kevents_core::EventFactory;
 
 use crate::message::{EventBatch, EventMessage};
 use crate::queue::WatcherQueue;
-use crate::recorder::Item;
+use crate::recorder::{Factories, Item};
 use crate::registry::Registry;
 pub use distribution::WatcherId;
 use distribution::{Distribution, WatcherEntry};
@@ -19,7 +18,7 @@ use distribution::{Distribution, WatcherEntry};
 /// Distribute these events (from the recorder actor).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(crate) struct Publish(pub(crate) Vec<Item>, pub(crate) Arc<EventFactory>);
+pub(crate) struct Publish(pub(crate) Vec<Item>, pub(crate) Arc<Factories>);
 
 /// Register a watcher; handled in order with `Publish`, so the watcher sees every event
 /// published after this message.

@@ -14,7 +14,9 @@ use crate::logging::{LogStyle, LoggingWatcher};
 use crate::message::EventMessage;
 use crate::policy::{IntakePolicy, WatcherPolicy};
 use crate::queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, WatcherQueue};
-use crate::recorder::{Backend, EventsV1Config, Intake, Recorder, RecorderActor, V1Intake};
+use crate::recorder::{
+    Backend, EventsV1Config, Factories, Intake, Recorder, RecorderActor, V1Intake,
+};
 use crate::registry::Registry;
 
 /// Builds a [`Pipeline`].
@@ -290,14 +292,17 @@ impl PipelineBuilder {
             self.intake_max_bytes,
             self.clock,
             Arc::clone(&registry),
-            v1,
+            v1.clone(),
         );
         let intake = Arc::new(intake);
         if let Some(b) = &bytes {
             registry.set_intake_bytes(Arc::clone(b));
         }
         let recorder_addr = RecorderActor::new(
-            self.factory,
+            Factories {
+                core: self.factory,
+                v1,
+            },
             broadcaster.clone(),
             rx,
             bytes,

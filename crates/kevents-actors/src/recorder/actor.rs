@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use futures_util::stream;
-use kevents_core::EventFactory;
 use tokio::sync::oneshot;
 
 use super::intake::IntakeRx;
-use super::item::Item;
+use super::item::{Factories, Item};
 use crate::broadcaster::{Broadcaster, Publish};
 use crate::queue::IntakeBytes;
 use crate::registry::Registry;
@@ -33,7 +32,7 @@ pub(crate) struct StopRecorder;
 /// end; builds events in batches and publishes them, waiting for the broadcaster before
 /// taking more (so broadcaster backpressure reaches the intake).
 pub(crate) struct RecorderActor {
-    factory: Arc<EventFactory>,
+    factory: Arc<Factories>,
     broadcaster: Addr<Broadcaster>,
     rx: Option<(IntakeRx, oneshot::Receiver<()>)>,
     close: Option<oneshot::Sender<()>>,
@@ -46,7 +45,7 @@ pub(crate) struct RecorderActor {
 
 impl RecorderActor {
     pub(crate) fn new(
-        factory: EventFactory,
+        factory: Factories,
         broadcaster: Addr<Broadcaster>,
         rx: IntakeRx,
         bytes: Option<Arc<IntakeBytes>>,

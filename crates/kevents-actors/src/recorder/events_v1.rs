@@ -123,6 +123,16 @@ impl V1Intake {
         bridge.route(&self.0.factory, now, occ)
     }
 
+    /// The factory that builds and checks the events.
+    pub(crate) fn factory(&self) -> &EventFactoryV1 {
+        &self.0.factory
+    }
+
+    /// Whether events.k8s.io/v1 calls go to that API (not routed to core/v1).
+    pub(crate) fn served(&self) -> bool {
+        self.0.served
+    }
+
     /// `Some(action)` when core/v1 calls are to be recorded into events.k8s.io/v1.
     pub(crate) fn core_calls_action(&self) -> Option<Option<String>> {
         match &self.0.core_calls {

@@ -144,14 +144,53 @@ impl Recorder {
         action: &str,
         note: fmt::Arguments<'_>,
     ) -> Result<Emit, RecordError> {
+        match note.as_str() {
+            Some(s) => self.event_v1_note(regarding, related, event_type, reason, action, s),
+            None => self.event_v1_note(
+                regarding,
+                related,
+                event_type,
+                reason,
+                action,
+                &fmt::format(note),
+            ),
+        }
+    }
+
+    /// client-go `tools/events` `Eventf` with a plain note: the events.k8s.io/v1 counterpart
+    /// of [`event`](Recorder::event). Checked at the call like
+    /// [`event_v1`](Recorder::event_v1) (an invalid one returns
+    /// [`RecordError::InvalidV1`]); on an `ObjectReference` without `related`, the event is
+    /// built off the caller's thread.
+    ///
+    /// ```
+    /// use kevents_actors::FakeRecorder;
+    /// use kevents_core::{EventType, ObjectReference};
+    /// let fake = FakeRecorder::new();
+    /// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
+    /// fake.recorder().event_v1_note(&pod, None, EventType::Normal, "Scheduled", "Binding", "bound").unwrap();
+    /// assert_eq!(fake.events()[0].message, "bound");
+    /// ```
+    pub fn event_v1_note<R: Reference + ?Sized>(
+        &self,
+        regarding: &R,
+        related: Option<&dyn Reference>,
+        event_type: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Result<Emit, RecordError> {
+        if let Backend::Intake(p) = &self.backend
+            && related.is_none()
+            && let Some(r) = regarding.as_object_reference()
+            && let Some(res) = p.submit_v1_packed(r, event_type, reason, action, note)
+        {
+            return res;
+        }
         let regarding = self.reference(regarding)?;
         let related = match related {
             Some(r) => Some(self.reference(r)?),
             None => None,
-        };
-        let note = match note.as_str() {
-            Some(s) => s.to_owned(),
-            None => fmt::format(note),
         };
         self.event_v1(OccurrenceV1::new(
             regarding, related, event_type, reason, action, note,

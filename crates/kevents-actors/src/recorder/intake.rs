@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kevents_core::core_v1::{validate, validate_parts};
-use kevents_core::events_v1::{OccurrenceV1, Route, from_core_occurrence};
+use kevents_core::events_v1::{OccurrenceV1, OccurrenceV1Ref, Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock};
 use tokio::sync::mpsc;
 
 use super::events_v1::V1Intake;
-use super::item::{Item, PackedCore};
+use super::item::{Item, PackedCore, PackedV1};
 use super::outcome::{DropReason, Emit, RecordError};
 use crate::policy::IntakePolicy;
 use crate::queue::IntakeBytes;
@@ -202,6 +202,40 @@ impl Intake {
         }
         let packed = PackedCore::new(r, event_type, reason, message)?;
         Some(self.send(Item::Packed(self.clock.now(), packed)))
+    }
+
+    /// `event_v1` on an `ObjectReference` without `related` or annotations, with a plain
+    /// note: checked here exactly as [`Intake::submit_v1`] would (the same errors), the
+    /// strings copied into one allocation, the event built off the caller's thread (`None`:
+    /// take the general path).
+    pub(crate) fn submit_v1_packed(
+        &self,
+        regarding: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Option<Result<Emit, RecordError>> {
+        if !self.v1.served() {
+            return None;
+        }
+        if let Err(e) = self.check_open() {
+            return Some(Err(e));
+        }
+        let now = self.clock.now();
+        let call = OccurrenceV1Ref {
+            regarding,
+            event_type: event_type.as_str(),
+            reason,
+            action,
+            note,
+            annotations: &BTreeMap::new(),
+        };
+        if let Err(e) = self.v1.factory().check_ref(now, call) {
+            return Some(self.refuse(Refusal::Invalid, e.into()));
+        }
+        let packed = PackedV1::new(regarding, event_type, reason, action, note)?;
+        Some(self.send(Item::PackedV1(now, packed)))
     }
 
     /// Puts an item into the intake without waiting and counts the outcome. A bounded

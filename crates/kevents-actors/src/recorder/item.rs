@@ -4,10 +4,19 @@
 
 use std::sync::Arc;
 
+use kevents_core::events_v1::OccurrenceV1;
 use kevents_core::{Event, EventFactory, EventType, ObjectMeta, ObjectReference, Occurrence, Time};
 
+use super::events_v1::V1Intake;
 use crate::message::Recorded;
 use crate::registry::Registry;
+
+/// What builds the events of accepted items: the core/v1 factory and the events.k8s.io/v1
+/// configuration (shared by the Recorder actor and the broadcaster).
+pub(crate) struct Factories {
+    pub(crate) core: EventFactory,
+    pub(crate) v1: V1Intake,
+}
 
 /// One accepted occurrence with the instant it was recorded.
 // The hot path (`Recorder::event` on an `ObjectReference`) is the packed variant, whose
@@ -20,6 +29,10 @@ pub(crate) enum Item {
     Packed(Time, PackedCore),
     /// Built and validated at the call (boxed: keeps the intake's slots small).
     EventsV1(Box<kevents_core::events_v1::Event>),
+    /// An events.k8s.io/v1 call on an `ObjectReference` without `related` or annotations:
+    /// checked at the call (`EventFactoryV1::check`), strings packed into one allocation,
+    /// the event built by the broadcaster (`EventFactoryV1::make`) off the caller's thread.
+    PackedV1(Time, PackedV1),
 }
 
 fn reference_bytes(r: &ObjectReference) -> usize {
@@ -48,7 +61,12 @@ impl Item {
         // carries the source, timestamps and counters: a core/v1 `Event`'s fixed size.
         let built = std::mem::size_of::<Event>();
         match self {
-            Item::Packed(_, p) => built + p.buf.len() + p.name_and_namespace_len(),
+            Item::Packed(_, p) => built + p.strings.buf.len() + p.strings.span(0, 2),
+            // The built event repeats name and namespace and adds the reporter: counted as
+            // twice the strings, plus a v1 event's fixed size.
+            Item::PackedV1(_, p) => {
+                std::mem::size_of::<kevents_core::events_v1::Event>() + 2 * p.strings.buf.len()
+            }
             Item::Core(_, o) => {
                 built
                     + 2 * reference_bytes(&o.object)
@@ -75,11 +93,81 @@ impl Item {
     }
 }
 
+/// `N` strings back to back in one buffer (one allocation instead of one per string).
+pub(crate) struct Packed<const N: usize> {
+    buf: String,
+    ends: [u32; N],
+}
+
+impl<const N: usize> Packed<N> {
+    /// `None` if the strings do not fit the offsets (over 4 GiB; the general path takes it).
+    fn new(parts: [&str; N]) -> Option<Self> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        u32::try_from(total).ok()?;
+        let mut buf = String::with_capacity(total);
+        let mut ends = [0u32; N];
+        for (end, part) in ends.iter_mut().zip(parts) {
+            buf.push_str(part);
+            *end = buf.len() as u32;
+        }
+        Some(Packed { buf, ends })
+    }
+
+    /// Bytes of strings `from..to` (exclusive).
+    fn span(&self, from: usize, to: usize) -> usize {
+        let start = if from == 0 { 0 } else { self.ends[from - 1] };
+        (self.ends[to - 1] - start) as usize
+    }
+
+    /// The strings, each copied into its own `String`.
+    fn unpack(self) -> [String; N] {
+        let mut start = 0;
+        self.ends.map(|end| {
+            let s = self.buf[start..end as usize].to_owned();
+            start = end as usize;
+            s
+        })
+    }
+}
+
+fn reference_fields(r: &ObjectReference) -> [&str; 7] {
+    [
+        &r.kind,
+        &r.namespace,
+        &r.name,
+        &r.uid,
+        &r.api_version,
+        &r.resource_version,
+        &r.field_path,
+    ]
+}
+
+fn reference_from(
+    [
+        kind,
+        namespace,
+        name,
+        uid,
+        api_version,
+        resource_version,
+        field_path,
+    ]: [String; 7],
+) -> ObjectReference {
+    ObjectReference {
+        kind,
+        namespace,
+        name,
+        uid,
+        api_version,
+        resource_version,
+        field_path,
+    }
+}
+
 /// The strings of a core/v1 call without annotations, in one buffer: the reference's
 /// fields, then the reason and the message.
 pub(crate) struct PackedCore {
-    buf: String,
-    ends: [u32; 9],
+    strings: Packed<9>,
     event_type: EventType,
 }
 
@@ -91,58 +179,59 @@ impl PackedCore {
         reason: &str,
         message: &str,
     ) -> Option<Self> {
-        let parts: [&str; 9] = [
-            &r.kind,
-            &r.namespace,
-            &r.name,
-            &r.uid,
-            &r.api_version,
-            &r.resource_version,
-            &r.field_path,
-            reason,
-            message,
-        ];
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        u32::try_from(total).ok()?;
-        let mut buf = String::with_capacity(total);
-        let mut ends = [0u32; 9];
-        for (end, part) in ends.iter_mut().zip(parts) {
-            buf.push_str(part);
-            *end = buf.len() as u32;
-        }
+        let [a, b, c, d, e, f, g] = reference_fields(r);
         Some(PackedCore {
-            buf,
-            ends,
+            strings: Packed::new([a, b, c, d, e, f, g, reason, message])?,
             event_type,
         })
     }
 
-    /// Bytes of the object's namespace and name (fields 1 and 2).
-    fn name_and_namespace_len(&self) -> usize {
-        (self.ends[2] - self.ends[0]) as usize
-    }
-
     /// The occurrence the general path would have queued.
     pub(crate) fn unpack(self) -> Occurrence {
-        let mut start = 0;
-        let mut next = |i: usize| {
-            let end = self.ends[i] as usize;
-            let s = self.buf[start..end].to_owned();
-            start = end;
-            s
-        };
-        let object = ObjectReference {
-            kind: next(0),
-            namespace: next(1),
-            name: next(2),
-            uid: next(3),
-            api_version: next(4),
-            resource_version: next(5),
-            field_path: next(6),
-        };
-        let reason = next(7);
-        let message = next(8);
-        Occurrence::new(object, self.event_type, reason, message)
+        let [a, b, c, d, e, f, g, reason, message] = self.strings.unpack();
+        Occurrence::new(
+            reference_from([a, b, c, d, e, f, g]),
+            self.event_type,
+            reason,
+            message,
+        )
+    }
+}
+
+/// The strings of an events.k8s.io/v1 call without `related` or annotations, in one buffer:
+/// the regarding reference's fields, then reason, action and note.
+pub(crate) struct PackedV1 {
+    strings: Packed<10>,
+    event_type: EventType,
+}
+
+impl PackedV1 {
+    /// `None` if the strings do not fit the offsets (the general path takes it).
+    pub(crate) fn new(
+        regarding: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Option<Self> {
+        let [a, b, c, d, e, f, g] = reference_fields(regarding);
+        Some(PackedV1 {
+            strings: Packed::new([a, b, c, d, e, f, g, reason, action, note])?,
+            event_type,
+        })
+    }
+
+    /// The occurrence the call described.
+    pub(crate) fn unpack(self) -> OccurrenceV1 {
+        let [a, b, c, d, e, f, g, reason, action, note] = self.strings.unpack();
+        OccurrenceV1::new(
+            reference_from([a, b, c, d, e, f, g]),
+            None,
+            self.event_type,
+            reason,
+            action,
+            note,
+        )
     }
 }
 
@@ -150,14 +239,24 @@ impl PackedCore {
 /// time a watcher takes it, so an event every watcher drops is never built). `None` if the
 /// factory refuses it (it cannot: the same checks passed at the call), counted as invalid.
 pub(crate) fn build(
-    factory: &EventFactory,
+    factories: &Factories,
     item: Item,
     registry: &Registry,
 ) -> Option<Arc<Recorded>> {
+    let factory = &factories.core;
     let made = match item {
         Item::Packed(at, p) => factory.make(at, p.unpack()),
         Item::Core(at, occ) => factory.make(at, *occ),
         Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),
+        Item::PackedV1(at, p) => {
+            return match factories.v1.factory().make(at, p.unpack()) {
+                Ok(e) => Some(Arc::new(Recorded::EventsV1(e))),
+                Err(_) => {
+                    registry.intake.built_invalid();
+                    None
+                }
+            };
+        }
     };
     match made {
         Ok(e) => Some(Arc::new(Recorded::Core(e))),

@@ -23,5 +23,5 @@ pub use fake_backend::FakeEvent;
 pub(crate) use handle::Backend;
 pub use handle::Recorder;
 pub(crate) use intake::Intake;
-pub(crate) use item::{Item, build};
+pub(crate) use item::{Factories, Item, build};
 pub use outcome::{DropReason, Emit, RecordError};

@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::model::Event;
-use super::validate::{ClusterScopedRule, InvalidEventV1, NotePolicy, validate_create};
+use super::validate::{
+    ClusterScopedRule, InvalidEventV1, NotePolicy, validate_annotations, validate_create,
+    validate_field_parts,
+};
 use crate::core_v1::{EventType, Naming};
 use crate::name;
 use crate::reference::{ObjectReference, Reference};
@@ -198,6 +201,23 @@ macro_rules! occurrence_v1 {
     };
 }
 
+/// A borrowed [`OccurrenceV1`] without `related`: what [`EventFactoryV1::check_ref`] checks.
+#[derive(Debug, Clone, Copy)]
+pub struct OccurrenceV1Ref<'a> {
+    /// The object acted upon.
+    pub regarding: &'a ObjectReference,
+    /// `Normal` or `Warning` (checked).
+    pub event_type: &'a str,
+    /// Why.
+    pub reason: &'a str,
+    /// What was done.
+    pub action: &'a str,
+    /// Human-readable note.
+    pub note: &'a str,
+    /// Annotations placed on the event object.
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
 /// Builds `events.k8s.io/v1` events the way client-go's `tools/events` recorder does, for one
 /// reporter, and refuses (with a typed error, building nothing) anything the apiserver would
 /// reject.
@@ -237,6 +257,76 @@ impl EventFactoryV1 {
         }
     }
 
+    /// The checks of [`make`](Self::make) on a borrowed occurrence, in the same order and with
+    /// the same errors, without building the event: the recorder refuses invalid input at
+    /// the call this way and builds the event off the caller's thread. Cheaper than `make`
+    /// (no allocation unless it fails).
+    ///
+    /// ```
+    /// use kevents_core::events_v1::{EventFactoryV1, InvalidEventV1, OccurrenceV1, Reporter};
+    /// use kevents_core::{EventType, ObjectReference, Time};
+    /// let f = EventFactoryV1::new(Reporter::with_instance("c1", "i1"));
+    /// let now = Time::from_unix_secs(1);
+    /// let pod = ObjectReference::new("v1", "Pod", "ns1", "pod1");
+    /// let ok = OccurrenceV1::new(pod.clone(), None, EventType::Normal, "Started", "Start", "");
+    /// assert_eq!(f.check(now, &ok), Ok(()));
+    /// let bad = OccurrenceV1::new(pod, None, EventType::Normal, "Started", "", "");
+    /// assert_eq!(f.check(now, &bad), Err(InvalidEventV1::ActionMissing));
+    /// assert_eq!(f.make(now, bad).unwrap_err(), InvalidEventV1::ActionMissing);
+    /// ```
+    pub fn check(&self, now: Time, occ: &OccurrenceV1) -> Result<(), InvalidEventV1> {
+        self.check_ref(
+            now,
+            OccurrenceV1Ref {
+                regarding: &occ.regarding,
+                event_type: &occ.event_type,
+                reason: &occ.reason,
+                action: &occ.action,
+                note: &occ.note,
+                annotations: &occ.annotations,
+            },
+        )
+    }
+
+    /// [`check`](Self::check) on borrowed strings (an occurrence without `related`, which
+    /// no check reads).
+    pub fn check_ref(&self, now: Time, occ: OccurrenceV1Ref<'_>) -> Result<(), InvalidEventV1> {
+        let note_len = self.note_policy.applied_len(occ.note)?;
+        let object = &occ.regarding.name;
+        let name_ok = match self.naming {
+            // Falls back to a UUID, always a valid name.
+            Naming::UuidFallback => true,
+            Naming::Legacy => legacy_name_is_valid(object, now),
+        };
+        if !name_ok {
+            return Err(InvalidEventV1::Name(name::event_name(object, now)));
+        }
+        let ns = if occ.regarding.namespace.is_empty() {
+            self.cluster_scoped_namespace.as_str()
+        } else {
+            occ.regarding.namespace.as_str()
+        };
+        if !name::is_dns1123_label(ns) {
+            return Err(InvalidEventV1::Namespace(ns.to_owned()));
+        }
+        if occ.regarding.namespace.is_empty() && !self.cluster_scoped_rule.allows(ns) {
+            return Err(InvalidEventV1::ClusterScopedNamespace {
+                namespace: ns.to_owned(),
+                allowed: self.cluster_scoped_rule.describe(),
+            });
+        }
+        // eventTime is set and series and deprecated fields are empty on a built event.
+        validate_field_parts(
+            occ.event_type,
+            occ.reason,
+            occ.action,
+            note_len,
+            &self.reporter.controller,
+            &self.reporter.instance,
+        )?;
+        validate_annotations(occ.annotations)
+    }
+
     /// Checks an occurrence and builds its event at instant `now` (used for both `eventTime`
     /// and the name). Nothing is built when a check fails.
     pub fn make(&self, now: Time, occ: OccurrenceV1) -> Result<Event, InvalidEventV1> {
@@ -274,5 +364,63 @@ impl EventFactoryV1 {
         e.type_ = event_type;
         validate_create(&e, self.cluster_scoped_rule)?;
         Ok(e)
+    }
+}
+
+/// Whether [`name::event_name`]`(object, now)` is a DNS-1123 subdomain, without building it:
+/// `<object>.<hex nanos>` is one when the object name is one, the time is not negative (a
+/// `-` would start the last label) and the whole fits 253 bytes (hex digits are a valid
+/// label).
+fn legacy_name_is_valid(object: &str, now: Time) -> bool {
+    let nanos = now.unix_nanos();
+    let hex_digits = (64 - (nanos as u64 | 1).leading_zeros()).div_ceil(4) as usize;
+    nanos >= 0 && object.len() + 1 + hex_digits <= 253 && name::is_dns1123_subdomain(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pick<T: Clone>(v: &[T], i: usize) -> T {
+        v[i % v.len()].clone()
+    }
+
+    proptest! {
+        /// `check` refuses exactly what `make` refuses, with the same error.
+        #[test]
+        fn check_agrees_with_make(
+            name in "[a-zA-Z0-9.-]{0,8}", long_name in any::<bool>(), ns in "[a-z-]{0,4}",
+            secs in -3i64..3_000_000_000, sel in prop::collection::vec(0usize..16, 12),
+        ) {
+            let name = if long_name { format!("{}{}", "a".repeat(240), name) } else { name };
+            let f = EventFactoryV1 {
+                reporter: Reporter::with_instance(
+                    pick(&["c1", "-bad", "", "example.com/ctl"], sel[0]),
+                    pick(&["i".to_owned(), String::new(), "i".repeat(129)], sel[1]),
+                ),
+                naming: pick(&[Naming::Legacy, Naming::UuidFallback], sel[2]),
+                cluster_scoped_namespace: pick(&[ClusterScopedNamespace::KubeSystem, ClusterScopedNamespace::Default], sel[3]),
+                cluster_scoped_rule: pick(&[ClusterScopedRule::default(), ClusterScopedRule::KubeSystemOnly], sel[4]),
+                note_policy: pick(&[NotePolicy::Reject, NotePolicy::default()], sel[5]),
+            };
+            let mut annotations = BTreeMap::new();
+            match sel[6] % 3 {
+                1 => { annotations.insert("ok.io/k".to_owned(), "v".to_owned()); }
+                2 => { annotations.insert("bad key".to_owned(), "v".to_owned()); }
+                _ => {}
+            }
+            let occ = OccurrenceV1 {
+                regarding: ObjectReference::new("v1", "Pod", ns, name),
+                related: None,
+                event_type: pick(&["Normal", "Warning", "Error"], sel[7]).to_owned(),
+                reason: "r".repeat(pick(&[0, 1, 128, 129], sel[8])),
+                action: "a".repeat(pick(&[0, 1, 128, 129], sel[9])),
+                note: "é".repeat(pick(&[0, 5, 512, 513, 600], sel[10])),
+                annotations,
+            };
+            let now = Time::from_unix_nanos(secs.saturating_mul(1_000_000_000) + sel[11] as i64);
+            prop_assert_eq!(f.check(now, &occ).err(), f.make(now, occ).err());
+        }
     }
 }

@@ -51,7 +51,9 @@ pub use bridge::{
     ACTION_ANNOTATION, ApiBridge, CoreFallback, RELATED_ANNOTATION, Route, events_v1_served,
     from_core_occurrence, to_core_occurrence,
 };
-pub use make::{ClusterScopedNamespace, EventFactoryV1, OccurrenceV1, Reporter, hostname};
+pub use make::{
+    ClusterScopedNamespace, EventFactoryV1, OccurrenceV1, OccurrenceV1Ref, Reporter, hostname,
+};
 pub use model::{API_VERSION, Event, EventSeries, series_patch};
 pub use selector::{UnknownEventsVersion, field_selector};
 pub use series::{

@@ -122,6 +122,20 @@ impl Default for NotePolicy {
 }
 
 impl NotePolicy {
+    /// The length [`apply`](Self::apply) would give `note`, or its error, without copying.
+    pub(crate) fn applied_len(&self, note: &str) -> Result<usize, InvalidEventV1> {
+        if note.len() <= NOTE_LIMIT {
+            return Ok(note.len());
+        }
+        match self {
+            NotePolicy::Reject => Err(InvalidEventV1::NoteTooLong(note.len())),
+            NotePolicy::Truncate { marker } => {
+                let marker = &marker[..floor_char_boundary(marker, NOTE_LIMIT)];
+                Ok(floor_char_boundary(note, NOTE_LIMIT - marker.len()) + marker.len())
+            }
+        }
+    }
+
     /// Applies the policy: the note unchanged when it fits, else truncated or refused.
     pub fn apply(&self, note: String) -> Result<String, InvalidEventV1> {
         if note.len() <= NOTE_LIMIT {
@@ -163,13 +177,13 @@ pub enum ClusterScopedRule {
 }
 
 impl ClusterScopedRule {
-    fn allows(self, ns: &str) -> bool {
+    pub(crate) fn allows(self, ns: &str) -> bool {
         match self {
             ClusterScopedRule::DefaultOrKubeSystem => ns == "default" || ns == "kube-system",
             ClusterScopedRule::KubeSystemOnly => ns == "kube-system",
         }
     }
-    fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             ClusterScopedRule::DefaultOrKubeSystem => "\"default\" or \"kube-system\"",
             ClusterScopedRule::KubeSystemOnly => "\"kube-system\" (1.20 apiserver)",
@@ -219,8 +233,15 @@ pub fn validate_create(e: &Event, rule: ClusterScopedRule) -> Result<(), Invalid
     if e.deprecated_count != 0 {
         return Err(InvalidEventV1::Deprecated("deprecatedCount"));
     }
+    validate_annotations(&e.metadata.annotations)
+}
+
+/// The annotation checks of [`validate_create`].
+pub(crate) fn validate_annotations(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Result<(), InvalidEventV1> {
     let mut total = 0;
-    for (k, v) in &e.metadata.annotations {
+    for (k, v) in annotations {
         if !name::is_qualified_name(&k.to_ascii_lowercase()) {
             return Err(InvalidEventV1::AnnotationKey(k.clone()));
         }
@@ -233,28 +254,48 @@ pub fn validate_create(e: &Event, rule: ClusterScopedRule) -> Result<(), Invalid
 }
 
 fn validate_fields(e: &Event) -> Result<(), InvalidEventV1> {
-    if EventType::parse(&e.type_).is_none() {
-        return Err(InvalidEventV1::Type(e.type_.clone()));
+    validate_field_parts(
+        &e.type_,
+        &e.reason,
+        &e.action,
+        e.note.len(),
+        &e.reporting_controller,
+        &e.reporting_instance,
+    )
+}
+
+/// The field checks of [`validate_create`] (type, reason, action, note length, reporter), on
+/// borrowed parts.
+pub(crate) fn validate_field_parts(
+    type_: &str,
+    reason: &str,
+    action: &str,
+    note_len: usize,
+    reporting_controller: &str,
+    reporting_instance: &str,
+) -> Result<(), InvalidEventV1> {
+    if EventType::parse(type_).is_none() {
+        return Err(InvalidEventV1::Type(type_.to_owned()));
     }
-    match e.reason.len() {
+    match reason.len() {
         0 => return Err(InvalidEventV1::ReasonMissing),
         n if n > REASON_LIMIT => return Err(InvalidEventV1::ReasonTooLong(n)),
         _ => {}
     }
-    match e.action.len() {
+    match action.len() {
         0 => return Err(InvalidEventV1::ActionMissing),
         n if n > ACTION_LIMIT => return Err(InvalidEventV1::ActionTooLong(n)),
         _ => {}
     }
-    if e.note.len() > NOTE_LIMIT {
-        return Err(InvalidEventV1::NoteTooLong(e.note.len()));
+    if note_len > NOTE_LIMIT {
+        return Err(InvalidEventV1::NoteTooLong(note_len));
     }
-    if !name::is_qualified_name(&e.reporting_controller) {
+    if !name::is_qualified_name(reporting_controller) {
         return Err(InvalidEventV1::ReportingController(
-            e.reporting_controller.clone(),
+            reporting_controller.to_owned(),
         ));
     }
-    match e.reporting_instance.len() {
+    match reporting_instance.len() {
         0 => Err(InvalidEventV1::ReportingInstanceMissing),
         n if n > REPORTING_INSTANCE_LIMIT => Err(InvalidEventV1::ReportingInstanceTooLong(n)),
         _ => Ok(()),

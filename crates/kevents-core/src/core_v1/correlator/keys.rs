@@ -28,20 +28,34 @@ pub struct KeyBuilder {
 
 impl KeyBuilder {
     /// Appends one field.
+    #[inline]
     pub fn push(&mut self, field: &str) -> &mut Self {
         let mut n = field.len();
-        // LEB128 length prefix.
-        loop {
-            let byte = (n & 0x7f) as u8;
+        // LEB128 length prefix; one byte for fields under 128 bytes (nearly all).
+        self.buf.reserve(n + 10);
+        while n >= 0x80 {
+            self.buf.push((n & 0x7f) as u8 | 0x80);
             n >>= 7;
-            if n == 0 {
-                self.buf.push(byte);
-                break;
-            }
-            self.buf.push(byte | 0x80);
         }
+        self.buf.push(n as u8);
         self.buf.extend_from_slice(field.as_bytes());
         self
+    }
+
+    /// Bytes in the key so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether the key is empty.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Replaces the key with the first `len` bytes of `other` (a key prefix).
+    pub(crate) fn set_prefix(&mut self, other: &KeyBuilder, len: usize) {
+        self.buf.clear();
+        self.buf.extend_from_slice(&other.buf[..len]);
     }
 
     /// Empties the builder, keeping its allocation.
@@ -58,16 +72,18 @@ impl KeyBuilder {
 /// The "full" event key (client-go `getEventKey` in `tools/record/events_cache.go`): source
 /// component and host, involved object kind, namespace, name, fieldPath, uid and apiVersion, type,
 /// reason and message. Used by the observer cache and by `update_state`.
+///
+/// The fields are client-go's; their order here puts the [`spam_key`] fields first, so the
+/// correlator builds that prefix once per occurrence and copies it into each key (any fixed
+/// order keeps the key unambiguous).
 pub fn event_key(e: &Event, kb: &mut KeyBuilder) {
-    let o = &e.involved_object;
-    kb.push(&e.source.component)
-        .push(&e.source.host)
-        .push(&o.kind)
-        .push(&o.namespace)
-        .push(&o.name)
-        .push(&o.field_path)
-        .push(&o.uid)
-        .push(&o.api_version)
+    spam_key(e, kb);
+    event_key_rest(e, kb);
+}
+
+/// The fields of [`event_key`] after its [`spam_key`] prefix.
+pub(crate) fn event_key_rest(e: &Event, kb: &mut KeyBuilder) {
+    kb.push(&e.involved_object.field_path)
         .push(&e.type_)
         .push(&e.reason)
         .push(&e.message);
@@ -78,20 +94,17 @@ pub fn event_key(e: &Event, kb: &mut KeyBuilder) {
 /// the aggregate key is source, object kind/namespace/name/uid/apiVersion (no fieldPath),
 /// type, reason, reportingController and reportingInstance; the local key is the message.
 pub fn aggregate_by_reason(e: &Event, aggregate: &mut KeyBuilder, local: &mut KeyBuilder) {
-    let o = &e.involved_object;
-    aggregate
-        .push(&e.source.component)
-        .push(&e.source.host)
-        .push(&o.kind)
-        .push(&o.namespace)
-        .push(&o.name)
-        .push(&o.uid)
-        .push(&o.api_version)
-        .push(&e.type_)
+    spam_key(e, aggregate);
+    aggregate_key_rest(e, aggregate);
+    local.push(&e.message);
+}
+
+/// The fields of [`aggregate_by_reason`]'s aggregate key after its [`spam_key`] prefix.
+pub(crate) fn aggregate_key_rest(e: &Event, kb: &mut KeyBuilder) {
+    kb.push(&e.type_)
         .push(&e.reason)
         .push(&e.reporting_component)
         .push(&e.reporting_instance);
-    local.push(&e.message);
 }
 
 /// The default aggregate message (client-go `EventAggregatorByReasonMessageFunc`).

@@ -7,22 +7,55 @@
 
 use std::time::Duration;
 
-use governor::clock::{Clock as _, FakeRelativeClock};
-use governor::middleware::NoOpMiddleware;
-use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
-
 use super::cache::BoundedCache;
 use crate::time::Time;
 
-type Bucket =
-    RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<governor::nanos::Nanos>>;
+/// One token bucket: governor's GCRA state for a direct (unkeyed) limiter, kept inline
+/// instead of a `governor::RateLimiter` per key (which holds an atomic state and a clock
+/// handle, allocated per bucket): the same arithmetic, in the same order (`governor`
+/// 0.10 `Gcra::test_and_update`), without an allocation or an atomic per check.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// The filter's clock reading when the bucket was created (governor's `start`).
+    start: u64,
+    /// Theoretical arrival time relative to `start`; 0 = never checked (governor's empty
+    /// state, which a successful check never writes back: it stores at least `t`).
+    tat: u64,
+}
+
+/// governor's `Gcra`: `t` = one cell's period (at least 1 ns), `tau` = `t * (burst - 1)`.
+#[derive(Debug, Clone, Copy)]
+struct Gcra {
+    t: u64,
+    tau: u64,
+}
+
+impl Gcra {
+    fn new(period: Duration, burst: std::num::NonZeroU32) -> Self {
+        let t = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
+        Gcra {
+            t,
+            tau: t * u64::from(burst.get() - 1),
+        }
+    }
+
+    /// `true`: a cell conforms (a token was taken) at `now`.
+    fn check(self, bucket: &mut Bucket, now: u64) -> bool {
+        let t0 = now.saturating_sub(bucket.start);
+        let tat = if bucket.tat == 0 { t0 } else { bucket.tat };
+        if t0 < tat.saturating_sub(self.tau) {
+            return false;
+        }
+        bucket.tat = tat.max(t0) + self.t;
+        true
+    }
+}
 
 /// What a bucket does, derived from burst and qps as `x/time/rate` would behave.
 #[derive(Debug, Clone, Copy)]
 enum Policy {
     /// A real token bucket.
-    Limited(Quota),
+    Limited(Gcra),
     /// Every occurrence passes (infinite or negative qps keeps the bucket full).
     AllowAll,
     /// No occurrence passes (burst < 1: a bucket that never holds a token).
@@ -38,9 +71,7 @@ const MAX_BUCKET_SPAN_NANOS: u64 = u64::MAX / 4;
 pub(crate) struct SpamFilter {
     policy: Policy,
     buckets: BoundedCache<Bucket>,
-    // governor reads time from a clock it owns; we move this shared clock to the correlator's
-    // "now" right before each check, so the correlator's clock is read exactly once per check.
-    clock: FakeRelativeClock,
+    // Nanoseconds since `base`, never moving backwards (governor's relative clock).
     clock_at: u64,
     base: Option<i64>,
 }
@@ -66,20 +97,18 @@ impl SpamFilter {
             let period_ns = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
             let max_burst = (MAX_BUCKET_SPAN_NANOS / period_ns).clamp(1, u64::from(u32::MAX));
             let burst = u64::from(burst.unsigned_abs()).min(max_burst);
-            match (
-                Quota::with_period(period),
-                u32::try_from(burst)
-                    .ok()
-                    .and_then(std::num::NonZeroU32::new),
-            ) {
-                (Some(q), Some(b)) => Policy::Limited(q.allow_burst(b)),
-                _ => Policy::AllowAll,
+            // governor's `Quota::with_period` refuses a zero period (`max` above rules it out).
+            match u32::try_from(burst)
+                .ok()
+                .and_then(std::num::NonZeroU32::new)
+            {
+                Some(b) => Policy::Limited(Gcra::new(period, b)),
+                None => Policy::AllowAll,
             }
         };
         SpamFilter {
             policy,
             buckets: BoundedCache::new(lru_size),
-            clock: FakeRelativeClock::default(),
             clock_at: 0,
             base: None,
         }
@@ -88,44 +117,42 @@ impl SpamFilter {
     /// Takes a token for `key` at `now`; `true` means the occurrence is spam (no token).
     /// The key is added to (or refreshed in) the LRU either way, as client-go does.
     pub(crate) fn is_spam(&mut self, key: &[u8], now: Time) -> bool {
-        let quota = match self.policy {
-            Policy::AllowAll => return self.touch(key, false),
-            Policy::RejectAll => return self.touch(key, true),
-            Policy::Limited(q) => q,
+        let hash = self.buckets.hash(key);
+        let gcra = match self.policy {
+            Policy::AllowAll => return self.touch(hash, key, false),
+            Policy::RejectAll => return self.touch(hash, key, true),
+            Policy::Limited(g) => g,
         };
-        self.move_clock(now);
-        if let Some(bucket) = self.buckets.get_mut(key) {
-            return bucket.check().is_err();
+        let at = self.move_clock(now);
+        if let Some(bucket) = self.buckets.get_mut(hash, key) {
+            return !gcra.check(bucket, at);
         }
-        let bucket = RateLimiter::direct_with_clock(quota, self.clock.clone());
-        let spam = bucket.check().is_err();
-        self.buckets.insert(key, bucket);
+        let mut bucket = Bucket { start: at, tat: 0 };
+        let spam = !gcra.check(&mut bucket, at);
+        self.buckets.insert(hash, key, bucket);
         spam
     }
 
-    fn touch(&mut self, key: &[u8], spam: bool) -> bool {
+    fn touch(&mut self, hash: u64, key: &[u8], spam: bool) -> bool {
         // Keep LRU bookkeeping identical even when buckets are trivial.
-        if self.buckets.get_mut(key).is_none() {
-            let bucket = RateLimiter::direct_with_clock(
-                Quota::per_second(std::num::NonZeroU32::MIN),
-                self.clock.clone(),
-            );
-            self.buckets.insert(key, bucket);
+        if self.buckets.get_mut(hash, key).is_none() {
+            let bucket = Bucket {
+                start: self.clock_at,
+                tat: 0,
+            };
+            self.buckets.insert(hash, key, bucket);
         }
         spam
     }
 
-    fn move_clock(&mut self, now: Time) {
+    /// Moves the relative clock to `now` (never backwards) and returns its reading.
+    fn move_clock(&mut self, now: Time) -> u64 {
         let base = *self.base.get_or_insert(now.unix_nanos());
         // Time before the first reading, or a clock that went backwards, does not move the
         // buckets (x/time/rate also never lets time run backwards).
         let target = u64::try_from(now.unix_nanos().saturating_sub(base)).unwrap_or(0);
-        if target > self.clock_at {
-            self.clock
-                .advance(Duration::from_nanos(target - self.clock_at));
-            self.clock_at = target;
-        }
-        debug_assert_eq!(u64::from(self.clock.now()), self.clock_at);
+        self.clock_at = self.clock_at.max(target);
+        self.clock_at
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -134,5 +161,36 @@ impl SpamFilter {
 
     pub(crate) fn evictions(&self) -> u64 {
         self.buckets.evictions()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Bucket, Gcra};
+    use governor::clock::{Clock as _, FakeRelativeClock};
+    use governor::{Quota, RateLimiter};
+    use proptest::prelude::*;
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+
+    proptest! {
+        /// The inline GCRA decides exactly like a `governor` direct limiter (what it
+        /// replaced), including buckets created after the clock started.
+        #[test]
+        fn decides_like_governor(period in 1u64..5_000, burst in 1u32..8, created in 0u64..10_000,
+                                 steps in prop::collection::vec(0u64..3_000, 1..100)) {
+            let clock = FakeRelativeClock::default();
+            clock.advance(Duration::from_nanos(created));
+            let b = NonZeroU32::new(burst).unwrap();
+            let limiter = RateLimiter::direct_with_clock(
+                Quota::with_period(Duration::from_nanos(period)).unwrap().allow_burst(b), clock.clone());
+            let gcra = Gcra::new(Duration::from_nanos(period), b);
+            let mut bucket = Bucket { start: created, tat: 0 };
+            for step in steps {
+                clock.advance(Duration::from_nanos(step));
+                let now = u64::from(clock.now());
+                prop_assert_eq!(gcra.check(&mut bucket, now), limiter.check().is_ok());
+            }
+        }
     }
 }

@@ -1,0 +1,209 @@
+//! `kevents bench emit`: the caller-side cost of a record call while the pipeline runs,
+//! core/v1 `Recorder::event` and the events.k8s.io/v1 call (`Recorder::event_v1_note`, the
+//! same arguments plus an action), measured the same way in the same process.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use kevents_actors::{
+    EventsV1Config, IntakePolicy, Pipeline, Recorder, SeriesSinkOptions, SinkOptions, WatcherPolicy,
+};
+use kevents_core::core_v1::correlator::CorrelatorOptions;
+use kevents_core::events_v1::{self, EventsV1Sink, Reporter, V1SinkFuture};
+use kevents_core::{
+    Event, EventFactory, EventSink, EventSource, EventType, Naming, ObjectReference, SinkFuture,
+};
+use kevents_sim::workload::{Workload, peak_rss_bytes};
+use serde_json::json;
+
+/// Options of `kevents bench emit`.
+#[derive(Args, Debug, Clone)]
+pub struct EmitArgs {
+    /// `hot` or `wide` (see docs/benchmarks.md): the objects, reasons and messages.
+    #[arg(long, default_value = "hot")]
+    pub workload: String,
+    /// Runs (one JSON line each).
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Calls of each kind per run (default: the workload's n).
+    #[arg(long)]
+    pub n: Option<usize>,
+}
+
+/// Runs the benchmark and prints one JSON object per run.
+pub fn run(args: EmitArgs) -> anyhow::Result<()> {
+    let mut w = Workload::by_name(&args.workload)
+        .ok_or_else(|| anyhow::anyhow!("unknown workload {:?} (hot, wide, api)", args.workload))?;
+    if let Some(n) = args.n {
+        w.n = n;
+    }
+    for _ in 0..args.runs {
+        let result = actix::System::new().block_on(run_once(w))?;
+        println!("{result}");
+    }
+    Ok(())
+}
+
+/// A sink for both APIs that only counts (and answers with the event, as a server would).
+#[derive(Clone, Default)]
+struct CountingSink {
+    writes: Arc<AtomicU64>,
+}
+
+impl EventSink for CountingSink {
+    fn create(&self, event: &Event) -> SinkFuture {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let e = event.clone();
+        Box::pin(async move { Ok(e) })
+    }
+    fn patch(&self, event: &Event, _patch: &[u8]) -> SinkFuture {
+        self.create(event)
+    }
+}
+
+impl EventsV1Sink for CountingSink {
+    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let e = event.clone();
+        Box::pin(async move { Ok(e) })
+    }
+    fn patch_v1(&self, event: &events_v1::Event, _patch: &[u8]) -> V1SinkFuture {
+        self.create_v1(event)
+    }
+}
+
+#[derive(Default)]
+struct Timings {
+    core_ns: u128,
+    v1_ns: u128,
+    core_with_args_ns: u128,
+    refused: u64,
+}
+
+/// Chunks of 1000 calls of each kind, alternating (core, v1, core building its arguments),
+/// so the three figures see the same load. Objects, reasons and messages are built outside
+/// the timed region, except for the third figure, which builds them inside as client-go's
+/// harness does around `Eventf` (`fmt.Sprintf` of the pod name, uid, reason and message).
+fn emit_all(recorder: Recorder, w: Workload) -> Timings {
+    const CHUNK: usize = 1000;
+    let objects: Vec<ObjectReference> = (0..w.objects.min(10_000))
+        .map(|o| w.occurrence(o, EventType::Normal).object)
+        .collect();
+    let reasons: Vec<String> = (0..w.reasons)
+        .map(|r| w.occurrence(r * w.objects, EventType::Normal).reason)
+        .collect();
+    let messages: Vec<String> = (0..w.messages)
+        .map(|m| {
+            w.occurrence(m * w.objects * w.reasons, EventType::Normal)
+                .message
+        })
+        .collect();
+    let pick = |j: usize| {
+        (
+            &objects[j % objects.len()],
+            reasons[(j / w.objects) % w.reasons].as_str(),
+            messages[(j / (w.objects * w.reasons)) % w.messages].as_str(),
+        )
+    };
+    let mut t = Timings::default();
+    let mut ok = |r: Result<kevents_actors::Emit, kevents_actors::RecordError>| {
+        if !matches!(r, Ok(e) if e.is_queued()) {
+            t.refused += 1;
+        }
+    };
+    let (mut core_ns, mut v1_ns, mut args_ns) = (0u128, 0u128, 0u128);
+    let mut i = 0;
+    while i < w.n {
+        let end = (i + CHUNK).min(w.n);
+        let start = Instant::now();
+        for j in i..end {
+            let (o, reason, message) = pick(j);
+            ok(recorder.event(o, EventType::Normal, reason, message));
+        }
+        core_ns += start.elapsed().as_nanos();
+        let start = Instant::now();
+        for j in i..end {
+            let (o, reason, message) = pick(j);
+            ok(recorder.event_v1_note(o, None, EventType::Normal, reason, "Bench", message));
+        }
+        v1_ns += start.elapsed().as_nanos();
+        let start = Instant::now();
+        for j in i..end {
+            let o = j % w.objects;
+            let mut pod = ObjectReference::new("v1", "Pod", "bench", format!("pod-{o}"));
+            pod.uid = format!("uid-{o}");
+            let reason = format!("Reason{}", (j / w.objects) % w.reasons);
+            let message = format!(
+                "message variant {}",
+                (j / (w.objects * w.reasons)) % w.messages
+            );
+            ok(recorder.event(&pod, EventType::Normal, &reason, &message));
+        }
+        args_ns += start.elapsed().as_nanos();
+        i = end;
+    }
+    t.core_ns = core_ns;
+    t.v1_ns = v1_ns;
+    t.core_with_args_ns = args_ns;
+    t
+}
+
+async fn run_once(w: Workload) -> anyhow::Result<serde_json::Value> {
+    let sink = CountingSink::default();
+    let arbiter = actix::Arbiter::new();
+    let pipeline = Pipeline::builder(EventSource::new("bench", "node"))
+        .sink_arbiter(arbiter.handle())
+        .factory(EventFactory {
+            source: EventSource::new("bench", "node"),
+            naming: Naming::Legacy,
+            reporting_fields: false,
+        })
+        .events_v1(EventsV1Config::new(Reporter::with_instance(
+            "bench", "node",
+        )))
+        .intake(IntakePolicy::Unbounded)
+        .sink(
+            "count",
+            sink.clone(),
+            SinkOptions {
+                // Spam filter effectively off.
+                correlator: CorrelatorOptions {
+                    burst_size: 1 << 30,
+                    ..CorrelatorOptions::default()
+                },
+                delivery: WatcherPolicy::Backpressure { capacity: 1000 },
+                ..SinkOptions::default()
+            },
+        )
+        .series_sink(
+            "count-v1",
+            sink.clone(),
+            SeriesSinkOptions {
+                delivery: WatcherPolicy::Backpressure { capacity: 1000 },
+                ..SeriesSinkOptions::default()
+            },
+        )
+        .start();
+    let recorder = pipeline.recorder();
+    let t = actix_rt::task::spawn_blocking(move || emit_all(recorder, w)).await?;
+    let report = pipeline.shutdown(Duration::from_secs(600)).await;
+    arbiter.stop();
+    let n = w.n.max(1) as f64;
+    let core = t.core_ns as f64 / n;
+    let v1 = t.v1_ns as f64 / n;
+    Ok(json!({
+        "workload": w.name,
+        "n": w.n,
+        "core_emit_ns": core,
+        "v1_emit_ns": v1,
+        "v1_over_core": v1 / core,
+        "core_emit_with_args_ns": t.core_with_args_ns as f64 / n,
+        "refused": t.refused,
+        "delivered": sink.writes.load(Ordering::Relaxed),
+        "dropped_intake_full": report.stats.dropped_intake_full,
+        "shutdown_completed": report.completed,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }))
+}
