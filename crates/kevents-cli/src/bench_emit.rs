@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use kevents_actors::{
-    EventsV1Config, IntakePolicy, Pipeline, Recorder, SeriesSinkOptions, SinkOptions, WatcherPolicy,
+    EventsV1Config, IntakePolicy, Pipeline, Recorder, SeriesSinkOptions, SinkOptions,
+    WatcherPolicy, WriteBudget,
 };
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::events_v1::{self, EventsV1Sink, Reporter, V1SinkFuture};
@@ -174,6 +175,10 @@ async fn run_once(w: Workload) -> anyhow::Result<serde_json::Value> {
                     ..CorrelatorOptions::default()
                 },
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
+                // One write per result and no pacing, as in `bench pipeline`: the sink side
+                // keeps up the same way in every run.
+                coalesce: false,
+                budget: Some(WriteBudget::off()),
                 ..SinkOptions::default()
             },
         )
@@ -182,6 +187,8 @@ async fn run_once(w: Workload) -> anyhow::Result<serde_json::Value> {
             sink.clone(),
             SeriesSinkOptions {
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
+                coalesce: false,
+                budget: Some(WriteBudget::off()),
                 ..SeriesSinkOptions::default()
             },
         )

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
+use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy, WriteBudget};
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::{
     Event, EventFactory, EventSink, EventSource, EventType, Naming, ObjectReference, SinkFuture,
@@ -197,6 +197,10 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
                     ..CorrelatorOptions::default()
                 },
                 delivery,
+                // One write per correlator result, as client-go does, so `pipeline_delivered`
+                // and delivered/s compare like for like: no coalescing, no write budget.
+                coalesce: false,
+                budget: Some(WriteBudget::off()),
                 ..SinkOptions::default()
             },
         )
