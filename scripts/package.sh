@@ -14,14 +14,25 @@ cd "$(dirname "$0")/.."
 # kube) needs its Kubernetes version from the environment; a final binary picks its own.
 export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.37}"
 
+crates=(kevents-core kevents-actors kevents-http kevents-sim kevents-kube kevents)
+# The first `version = ` of the root manifest is [workspace.package]'s, shared by all crates.
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+
+# Cargo unpacks the packaged dependencies of the verification builds into
+# $CARGO_HOME/registry/src/<overlay>/<crate>-<version> and reuses such a directory if it
+# exists, even when the .crate changed since (same version, new sources). Remove what an
+# earlier run left, so each run verifies against the sources it just packaged.
+registry="${CARGO_HOME:-$HOME/.cargo}/registry"
+for crate in "${crates[@]}"; do
+    rm -rf "$registry"/src/*/"$crate-$version" "$registry"/cache/*/"$crate-$version.crate"
+done
+
 # --allow-dirty: this checks that the crates package and build; it does not publish.
 cargo package --workspace --locked --allow-dirty \
     --exclude kevents-testkit --exclude kevents-cli "$@"
 
 dir="${CARGO_TARGET_DIR:-target}/package"
-# The first `version = ` of the root manifest is [workspace.package]'s, shared by all crates.
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-for crate in kevents-core kevents-actors kevents-http kevents-sim kevents-kube kevents; do
+for crate in "${crates[@]}"; do
     file="$dir/$crate-$version.crate"
     # The license text ships with every crate (a symlink to the root LICENSE in each
     # crate directory, which Cargo packages as a file).
