@@ -5,13 +5,26 @@
 //! Opens `open_series` series (2 occurrences each: CREATE + series-start PATCH), then
 //! observes `repeats` further occurrences spread over all of them (counted in memory, the
 //! hot path), then runs a heartbeat pass, then flushes. Prints ns per operation and the
-//! peak RSS.
+//! peak RSS, and the exact heap bytes the cache holds per open series (a counting global
+//! allocator: bytes allocated minus bytes freed while the series were opened).
 
+use std::alloc::System;
 use std::time::{Duration, Instant};
+
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 use kevents_core::events_v1::{EventFactoryV1, OccurrenceV1, Reporter, SeriesCache, SeriesOptions};
 use kevents_core::{EventType, ObjectReference, Time};
 use kevents_sim::workload::peak_rss_bytes;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Heap bytes in use now (allocated minus freed, reallocations included).
+fn heap_in_use() -> i128 {
+    let s = GLOBAL.stats();
+    s.bytes_allocated as i128 + s.bytes_reallocated as i128 - s.bytes_deallocated as i128
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -43,6 +56,7 @@ fn main() {
         })
         .collect();
     let rss_events = peak_rss_bytes().unwrap_or(0);
+    let heap_before = heap_in_use();
 
     let mut cache = SeriesCache::new(SeriesOptions {
         max_entries: n.max(1),
@@ -58,6 +72,7 @@ fn main() {
     }
     let open = start.elapsed();
     let rss_open = peak_rss_bytes().unwrap_or(0);
+    let heap_open = heap_in_use() - heap_before;
 
     let start = Instant::now();
     let mut counted = 0usize;
@@ -93,6 +108,10 @@ fn main() {
 
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     println!("open series:            {n}");
+    println!(
+        "heap held by the cache:  {heap_open} B for {n} open series ({:.1} B/series, counting allocator)",
+        heap_open as f64 / n.max(1) as f64
+    );
     println!(
         "open (2 observe/series): {:>8.0} ns/observe  ({writes} writes)",
         open.as_nanos() as f64 / (2 * n) as f64

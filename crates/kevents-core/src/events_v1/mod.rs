@@ -41,6 +41,7 @@ mod make;
 mod model;
 mod selector;
 mod series;
+mod series_key;
 mod sink;
 mod validate;
 

@@ -14,13 +14,13 @@
 //!   else the least recently observed series is finished early (its final PATCH returned, so
 //!   no count is lost).
 
-use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use lru::LruCache;
 
 use super::model::{Event, EventSeries, series_patch};
-use crate::reference::ObjectReference;
+use super::series_key::{KeyView, PackedKey, Probe};
 use crate::status::{Disposition, SinkError};
 use crate::time::Time;
 
@@ -296,64 +296,6 @@ pub struct SeriesStats {
     pub open_series: usize,
 }
 
-/// The isomorphism key of client-go 1.27+'s series cache: action, reason, reportingController,
-/// reportingInstance, type, the whole regarding reference, the related reference (`None` equals an
-/// empty one), and the note when `note_in_identity` is on. The key owns the first occurrence's
-/// event, which is what every later write sends.
-#[derive(Debug, Clone)]
-struct IsoKey {
-    event: Event,
-    note: bool,
-}
-
-static EMPTY_REF: ObjectReference = ObjectReference {
-    kind: String::new(),
-    namespace: String::new(),
-    name: String::new(),
-    uid: String::new(),
-    api_version: String::new(),
-    resource_version: String::new(),
-    field_path: String::new(),
-};
-
-impl IsoKey {
-    fn related(&self) -> &ObjectReference {
-        self.event.related.as_ref().unwrap_or(&EMPTY_REF)
-    }
-}
-
-impl Hash for IsoKey {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        let e = &self.event;
-        e.action.hash(h);
-        e.reason.hash(h);
-        e.reporting_controller.hash(h);
-        e.reporting_instance.hash(h);
-        e.type_.hash(h);
-        e.regarding.hash(h);
-        self.related().hash(h);
-        if self.note {
-            e.note.hash(h);
-        }
-    }
-}
-
-impl PartialEq for IsoKey {
-    fn eq(&self, o: &Self) -> bool {
-        let (a, b) = (&self.event, &o.event);
-        a.action == b.action
-            && a.reason == b.reason
-            && a.reporting_controller == b.reporting_controller
-            && a.reporting_instance == b.reporting_instance
-            && a.type_ == b.type_
-            && a.regarding == b.regarding
-            && self.related() == o.related()
-            && (!self.note || a.note == b.note)
-    }
-}
-
-impl Eq for IsoKey {}
-
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     /// Occurrences including the first.
@@ -410,8 +352,12 @@ impl IntoIterator for Observed {
 #[derive(Debug)]
 pub struct SeriesCache {
     opts: SeriesOptions,
-    singles: LruCache<IsoKey, Entry>,
-    series: LruCache<IsoKey, Entry>,
+    /// Keys are the isomorphism key of client-go 1.27+ (see `series_key`), each owning the
+    /// first occurrence's event, packed, which is what every later write sends.
+    singles: LruCache<PackedKey, Entry>,
+    series: LruCache<PackedKey, Entry>,
+    /// Hasher of the key fingerprints (random per cache).
+    hasher: RandomState,
     /// No heartbeat is due before this instant (a lower bound; `None`: no series).
     heartbeat_floor: Option<Time>,
     stats: SeriesStats,
@@ -433,6 +379,7 @@ impl SeriesCache {
             opts,
             singles: LruCache::unbounded(),
             series: LruCache::unbounded(),
+            hasher: RandomState::default(),
             heartbeat_floor: None,
             stats: SeriesStats::default(),
         }
@@ -470,12 +417,9 @@ impl SeriesCache {
     /// The current series of the tracked event isomorphic to `event`, if it is an open
     /// series (`None` for a singleton or an unknown event).
     pub fn series_of(&self, event: &Event) -> Option<EventSeries> {
-        let key = IsoKey {
-            event: event.clone(),
-            note: self.opts.note_in_identity,
-        };
+        let probe = Probe::new(event, self.opts.note_in_identity, &self.hasher);
         self.series
-            .peek(&key)
+            .peek(probe.view())
             .map(|e| EventSeries::new(e.count, e.last_observed))
     }
 
@@ -486,22 +430,20 @@ impl SeriesCache {
     /// docs); an evicted series' final PATCH is returned in [`Observed::evicted`].
     pub fn observe(&mut self, event: Event, now: Time) -> Observed {
         self.stats.observed += 1;
-        let key = IsoKey {
-            event,
-            note: self.opts.note_in_identity,
-        };
-        if let Some(entry) = self.series.get_mut(&key) {
+        let note = self.opts.note_in_identity;
+        let probe = Probe::new(&event, note, &self.hasher);
+        if let Some(entry) = self.series.get_mut(probe.view()) {
             entry.count = entry.count.saturating_add(1);
             entry.last_observed = now;
             self.stats.counted_in_memory += 1;
             return Observed::default();
         }
-        if let Some((key, mut entry)) = self.singles.pop_entry(&key) {
+        if let Some((key, mut entry)) = self.singles.pop_entry(probe.view()) {
             entry.count = 2;
             entry.last_observed = now;
             entry.last_written = now;
             entry.synced = 2;
-            let write = Write::series(with_series(&key.event, &entry), WriteReason::SeriesStart);
+            let write = Write::series(with_series(&key, &entry), WriteReason::SeriesStart);
             self.lower_floor(now.saturating_add(self.opts.heartbeat));
             self.series.push(key, entry);
             self.stats.series_started += 1;
@@ -515,8 +457,9 @@ impl SeriesCache {
         } else {
             None
         };
+        let key = PackedKey::new(&event, note, probe.fingerprint());
         let write = Write::Create {
-            event: key.event.clone(),
+            event,
             reason: WriteReason::First,
         };
         self.singles.push(
@@ -569,7 +512,7 @@ impl SeriesCache {
                     entry.last_written = now;
                     entry.synced = entry.count;
                     out.push(Write::series(
-                        with_series(&key.event, entry),
+                        with_series(key, entry),
                         WriteReason::Heartbeat,
                     ));
                     self.stats.heartbeats += 1;
@@ -621,7 +564,7 @@ impl SeriesCache {
             entry.last_written = now;
             entry.synced = entry.count;
             out.push(Write::series(
-                with_series(&key.event, entry),
+                with_series(key, entry),
                 WriteReason::Heartbeat,
             ));
             self.stats.heartbeats += 1;
@@ -649,7 +592,7 @@ impl SeriesCache {
     /// The next instant at which [`SeriesCache::tick`] has something to do, so an actor can
     /// sleep until then (`None`: nothing tracked).
     pub fn next_deadline(&self) -> Option<Time> {
-        let idle = |c: &LruCache<IsoKey, Entry>| {
+        let idle = |c: &LruCache<PackedKey, Entry>| {
             c.peek_lru().map(|(_, e)| {
                 e.last_observed
                     .saturating_add(self.opts.finish_after)
@@ -682,13 +625,11 @@ impl SeriesCache {
         let step = classify(sent, result);
         let event = sent.event();
         let sent_count = event.series.map_or(1, |s| s.count);
-        let key = IsoKey {
-            event: event.clone(),
-            note: self.opts.note_in_identity,
-        };
-        let same_name = |k: &IsoKey| k.event.metadata.name == event.metadata.name;
+        let note = self.opts.note_in_identity;
+        let probe = Probe::new(event, note, &self.hasher);
+        let same_name = |k: &PackedKey| k.name() == event.metadata.name.as_bytes();
         if step == Step::Stored {
-            if let Some((k, e)) = self.series.get_key_value_mut(&key)
+            if let Some((k, e)) = self.series.get_key_value_mut(probe.view())
                 && same_name(k)
             {
                 e.synced = e.synced.max(sent_count);
@@ -699,7 +640,7 @@ impl SeriesCache {
             return step;
         }
         self.stats.write_failures += 1;
-        if let Some((k, e)) = self.series.get_key_value_mut(&key)
+        if let Some((k, e)) = self.series.get_key_value_mut(probe.view())
             && same_name(k)
         {
             e.synced = 0;
@@ -711,7 +652,7 @@ impl SeriesCache {
             return Step::Rescheduled;
         }
         // A finish that failed retryably: keep it for the next tick, as client-go does.
-        let exists = self.series.contains(&key) || self.singles.contains(&key);
+        let exists = self.series.contains(probe.view()) || self.singles.contains(probe.view());
         let Some(series) = event.series else {
             return Step::Dropped { quiet: false };
         };
@@ -719,9 +660,11 @@ impl SeriesCache {
             return Step::Dropped { quiet: false };
         }
         let last = series.last_observed_time.unwrap_or(Time::UNIX_EPOCH);
-        let mut key = key;
-        key.event.series = None;
-        key.event.metadata.resource_version.clear();
+        // The series and resourceVersion are not part of the identity: same fingerprint.
+        let mut first = event.clone();
+        first.series = None;
+        first.metadata.resource_version.clear();
+        let key = PackedKey::new(&first, note, probe.fingerprint());
         self.series.push(
             key,
             Entry {
@@ -737,17 +680,17 @@ impl SeriesCache {
     }
 }
 
-fn with_series(first: &Event, entry: &Entry) -> Event {
-    let mut e = first.clone();
+fn with_series(first: &PackedKey, entry: &Entry) -> Event {
+    let mut e = first.to_event();
     e.series = Some(EventSeries::new(entry.count, entry.last_observed));
     e
 }
 
-fn final_write(key: IsoKey, entry: &Entry, reason: WriteReason) -> Option<Write> {
+fn final_write(key: PackedKey, entry: &Entry, reason: WriteReason) -> Option<Write> {
     if entry.synced == entry.count {
         return None;
     }
-    let mut event = key.event;
+    let mut event = key.to_event();
     event.series = Some(EventSeries::new(entry.count, entry.last_observed));
     Some(Write::series(event, reason))
 }
