@@ -2,20 +2,19 @@
 //! core/v1 `Recorder::event` and the events.k8s.io/v1 call (`Recorder::event_v1_note`, the
 //! same arguments plus an action), measured the same way in the same process.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+
+use crate::counting_sink::CountingSink;
 use kevents_actors::{
     EventsV1Config, IntakePolicy, Pipeline, Recorder, SeriesSinkOptions, SinkOptions,
     WatcherPolicy, WriteBudget,
 };
 use kevents_core::core_v1::correlator::CorrelatorOptions;
-use kevents_core::events_v1::{self, EventsV1Sink, Reporter, V1SinkFuture};
-use kevents_core::{
-    Event, EventFactory, EventSink, EventSource, EventType, Naming, ObjectReference, SinkFuture,
-};
+use kevents_core::events_v1::Reporter;
+use kevents_core::{EventFactory, EventSource, EventType, Naming, ObjectReference};
 use kevents_sim::workload::{Workload, peak_rss_bytes};
 use serde_json::json;
 
@@ -45,34 +44,6 @@ pub fn run(args: EmitArgs) -> anyhow::Result<()> {
         println!("{result}");
     }
     Ok(())
-}
-
-/// A sink for both APIs that only counts (and answers with the event, as a server would).
-#[derive(Clone, Default)]
-struct CountingSink {
-    writes: Arc<AtomicU64>,
-}
-
-impl EventSink for CountingSink {
-    fn create(&self, event: &Event) -> SinkFuture {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let e = event.clone();
-        Box::pin(async move { Ok(e) })
-    }
-    fn patch(&self, event: &Event, _patch: &[u8]) -> SinkFuture {
-        self.create(event)
-    }
-}
-
-impl EventsV1Sink for CountingSink {
-    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let e = event.clone();
-        Box::pin(async move { Ok(e) })
-    }
-    fn patch_v1(&self, event: &events_v1::Event, _patch: &[u8]) -> V1SinkFuture {
-        self.create_v1(event)
-    }
 }
 
 #[derive(Default)]

@@ -2,16 +2,15 @@
 //! (recorder -> broadcaster -> correlator -> a sink that only counts), as in
 //! `docs/benchmarks.md` figures 2-4.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+
+use crate::counting_sink::CountingSink;
 use kevents_actors::{Emit, IntakePolicy, Pipeline, SinkOptions, WatcherPolicy, WriteBudget};
 use kevents_core::core_v1::correlator::CorrelatorOptions;
-use kevents_core::{
-    Event, EventFactory, EventSink, EventSource, EventType, Naming, ObjectReference, SinkFuture,
-};
+use kevents_core::{EventFactory, EventSource, EventType, Naming, ObjectReference};
 use kevents_sim::workload::{Workload, peak_rss_bytes};
 use serde_json::json;
 
@@ -73,25 +72,6 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         println!("{result}");
     }
     Ok(())
-}
-
-/// A sink that only counts (and answers with the event, as a server would).
-#[derive(Clone, Default)]
-struct CountingSink {
-    writes: Arc<AtomicU64>,
-}
-
-impl EventSink for CountingSink {
-    fn create(&self, event: &Event) -> SinkFuture {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let e = event.clone();
-        Box::pin(async move { Ok(e) })
-    }
-    fn patch(&self, event: &Event, _patch: &[u8]) -> SinkFuture {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let e = event.clone();
-        Box::pin(async move { Ok(e) })
-    }
 }
 
 struct Emitted {

@@ -7,6 +7,7 @@ mod bench_emit;
 mod bench_faults;
 mod bench_pipeline;
 mod cluster;
+mod counting_sink;
 mod demo;
 mod replay_cmd;
 mod sanitize;
