@@ -14,14 +14,16 @@ use kevents_actors::{
 };
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::{EventSource, EventType, ObjectReference, Time, VirtualClock};
-use tracing_subscriber::fmt::MakeWriter;
 
 #[derive(Clone, Default)]
 struct LogBuf(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for LogBuf {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(b);
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -29,32 +31,66 @@ impl std::io::Write for LogBuf {
     }
 }
 
-impl<'a> MakeWriter<'a> for LogBuf {
-    type Writer = LogBuf;
-    fn make_writer(&'a self) -> LogBuf {
-        self.clone()
-    }
-}
-
 impl LogBuf {
     fn lines(&self) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner()))
             .lines()
             .map(str::to_owned)
             .collect()
     }
 }
 
-fn capture_logs() -> (LogBuf, tracing::subscriber::DefaultGuard) {
+thread_local! {
+    /// The buffer of the test running on this thread, if it captures logs.
+    static THREAD_BUF: std::cell::RefCell<Option<LogBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes to the capturing buffer of the current thread, or nowhere.
+struct ThreadWriter;
+
+impl std::io::Write for ThreadWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        THREAD_BUF.with(|t| match t.borrow_mut().as_mut() {
+            Some(buf) => buf.write(b),
+            None => Ok(b.len()),
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Clears this thread's capture when the test ends.
+struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        THREAD_BUF.with(|t| *t.borrow_mut() = None);
+    }
+}
+
+/// Captures the log lines written on this thread (the test's actix system, where the
+/// pipeline's watchers run).
+///
+/// One global subscriber for the whole binary, not `set_default` per test: with several
+/// scoped subscribers registering and dropping on parallel test threads, tracing-core's
+/// global max-level and callsite interest are rebuilt concurrently and a callsite can be
+/// left disabled for a while, so lines went missing (seen in CI: 5 of 7 structured lines).
+fn capture_logs() -> (LogBuf, CaptureGuard) {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(|| ThreadWriter)
+            .with_ansi(false)
+            .without_time()
+            .with_target(false)
+            .finish();
+        tracing::subscriber::set_global_default(sub).expect("one global subscriber");
+    });
     let buf = LogBuf::default();
-    let sub = tracing_subscriber::fmt()
-        .with_writer(buf.clone())
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .finish();
-    let guard = tracing::subscriber::set_default(sub);
-    (buf, guard)
+    THREAD_BUF.with(|t| *t.borrow_mut() = Some(buf.clone()));
+    (buf, CaptureGuard)
 }
 
 fn test_pod() -> ObjectReference {
