@@ -60,6 +60,7 @@
 mod clock;
 mod fast_map;
 mod message;
+mod overflow;
 mod policy;
 pub mod stats;
 mod telemetry;
@@ -86,8 +87,11 @@ pub use core_v1::{SinkFactory, SinkOptions};
 pub use events_v1::SeriesSinkOptions;
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
+pub use overflow::Repeats;
 pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, ShutdownReport, WatcherHandle};
-pub use policy::{Classifier, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy};
+pub use policy::{
+    Classifier, DEFAULT_OVERFLOW_ENTRIES, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy,
+};
 pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
     CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, RecordError, Recorder,

@@ -7,7 +7,7 @@ use actix::prelude::*;
 use kevents_core::Event;
 use kevents_core::events_v1::Event as EventV1;
 
-use crate::message::EventMessage;
+use crate::message::{EventMessage, core_repeat, v1_repeat};
 
 /// Which lines the [`LoggingWatcher`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,11 +78,26 @@ impl Actor for LoggingWatcher {
 impl Handler<EventMessage> for LoggingWatcher {
     type Result = ();
 
+    /// Logs the event, and each repeat a coalescing queue merged into it (one line per
+    /// occurrence, as client-go).
     fn handle(&mut self, msg: EventMessage, _: &mut Context<Self>) {
+        let repeats = msg.repeats();
         if let Some(e) = msg.event() {
             self.log(e);
+            if let Some(r) = repeats {
+                let repeat = core_repeat(e, r.last);
+                for _ in 0..r.more {
+                    self.log(&repeat);
+                }
+            }
         } else if let Some(e) = msg.event_v1() {
             log_v1(self.style, e);
+            if let Some(r) = repeats {
+                let repeat = v1_repeat(e, r.last);
+                for _ in 0..r.more {
+                    log_v1(self.style, &repeat);
+                }
+            }
         }
     }
 }

@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use actix::Message;
-use kevents_core::Event;
+use kevents_core::{Event, Time, name};
 use tokio::sync::OwnedSemaphorePermit;
+
+use crate::overflow::{Identity, IdentityBuilder, Repeats, reference_fields, v1_identity};
 
 /// One recorded event, as the broadcaster fans it out.
 ///
@@ -50,6 +52,73 @@ impl Recorded {
             Recorded::Core(_) => None,
         }
     }
+
+    /// What a coalescing watcher queue merges on: every field client-go's correlator keys
+    /// on (object, type, reason, message, annotations, source; for v1 the regarding and
+    /// related objects, action, note and reporter), not names or instants.
+    pub(crate) fn identity(&self) -> Identity {
+        let mut b = IdentityBuilder::with_capacity(256);
+        match self {
+            Recorded::Core(e) => {
+                b.tag(1);
+                for f in reference_fields(&e.involved_object) {
+                    b.field(f);
+                }
+                b.field(&e.type_)
+                    .field(&e.reason)
+                    .field(&e.message)
+                    .field(&e.source.component)
+                    .field(&e.source.host)
+                    .field(&e.metadata.namespace);
+                for (k, v) in &e.metadata.annotations {
+                    b.field(k).field(v);
+                }
+            }
+            Recorded::EventsV1(e) => {
+                b.tag(2).field(&e.metadata.namespace);
+                v1_identity(&mut b, e);
+            }
+        }
+        b.finish()
+    }
+
+    /// When the event (its newest occurrence) was recorded.
+    pub(crate) fn at(&self) -> Time {
+        match self {
+            Recorded::Core(e) => e.last_timestamp.unwrap_or_default(),
+            Recorded::EventsV1(e) => e.event_time.unwrap_or_default(),
+        }
+    }
+}
+
+/// The core/v1 event of a repeat recorded at `at`, as the recorder would have built it: the
+/// first occurrence's event with its timestamps at `at`, and its name too when the name was
+/// made from the first instant (`<object>.<nanos>`; a UUID name is kept).
+pub(crate) fn core_repeat(first: &Event, at: Time) -> Event {
+    let mut e = first.clone();
+    if let Some(t0) = first.first_timestamp
+        && first.metadata.name == name::event_name(&first.involved_object.name, t0)
+    {
+        e.metadata.name = name::event_name(&first.involved_object.name, at);
+    }
+    e.first_timestamp = Some(at);
+    e.last_timestamp = Some(at);
+    e
+}
+
+/// The events.k8s.io/v1 event of a repeat recorded at `at` (as [`core_repeat`]).
+pub(crate) fn v1_repeat(
+    first: &kevents_core::events_v1::Event,
+    at: Time,
+) -> kevents_core::events_v1::Event {
+    let mut e = first.clone();
+    if let Some(t0) = first.event_time
+        && first.metadata.name == name::event_name(&first.regarding.name, t0)
+    {
+        e.metadata.name = name::event_name(&first.regarding.name, at);
+    }
+    e.event_time = Some(at);
+    e
 }
 
 /// Holds one slot of a watcher's bounded queue and the bytes the event counts against the
@@ -161,6 +230,7 @@ pub struct EventMessage {
     seq: u64,
     record: Arc<Recorded>,
     slot: DeliverySlot,
+    repeats: Option<Repeats>,
 }
 
 impl EventMessage {
@@ -170,11 +240,52 @@ impl EventMessage {
             seq,
             record: Arc::new(record),
             slot: DeliverySlot::detached(),
+            repeats: None,
         }
     }
 
-    pub(crate) fn with_slot(seq: u64, record: Arc<Recorded>, slot: DeliverySlot) -> Self {
-        EventMessage { seq, record, slot }
+    /// The same message standing for `repeats.more` more occurrences of the same event, the
+    /// newest at `repeats.last` (what a coalescing queue delivers after merging).
+    ///
+    /// ```
+    /// use kevents_actors::{EventMessage, Recorded, Repeats};
+    /// use kevents_core::{Event, Time};
+    /// let m = EventMessage::new(0, Recorded::Core(Event::default()))
+    ///     .with_repeats(Repeats { more: 4, last: Time::from_unix_nanos(5) });
+    /// assert_eq!(m.occurrences(), 5);
+    /// ```
+    pub fn with_repeats(mut self, repeats: Repeats) -> Self {
+        self.repeats = (repeats.more > 0).then_some(repeats);
+        self
+    }
+
+    pub(crate) fn with_slot(
+        seq: u64,
+        record: Arc<Recorded>,
+        slot: DeliverySlot,
+        repeats: Option<Repeats>,
+    ) -> Self {
+        EventMessage {
+            seq,
+            record,
+            slot,
+            repeats,
+        }
+    }
+
+    /// How many occurrences this message stands for: 1, or more when a coalesce-if-full
+    /// queue merged repeats of the same event into it while the queue was full
+    /// ([`WatcherPolicy::CoalesceIfFull`](crate::WatcherPolicy::CoalesceIfFull),
+    /// [`IntakePolicy::CoalesceIfFull`](crate::IntakePolicy::CoalesceIfFull)). A watcher that
+    /// counts events should add this, not 1.
+    pub fn occurrences(&self) -> u64 {
+        1 + self.repeats.map_or(0, |r| r.more)
+    }
+
+    /// The repeats merged into this message (`None` for a single occurrence): how many and
+    /// when the newest was recorded. [`EventMessage::record`] is the first occurrence.
+    pub fn repeats(&self) -> Option<Repeats> {
+        self.repeats
     }
 
     /// Position in intake order (0 for the first event the broadcaster distributed). Every
@@ -199,7 +310,8 @@ impl EventMessage {
         self.record.events_v1()
     }
 
-    /// Splits the message into the event and the queue slot it holds.
+    /// Splits the message into the event and the queue slot it holds (see
+    /// [`EventMessage::repeats`] first: the event is the first of them).
     pub fn into_parts(self) -> (Arc<Recorded>, DeliverySlot) {
         (self.record, self.slot)
     }

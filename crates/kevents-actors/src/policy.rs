@@ -8,11 +8,19 @@ use std::time::Duration;
 
 use kevents_core::{Disposition, SinkError};
 
+/// The default bound of an overflow table (coalesce-if-full): 65 536 entries, one per
+/// distinct event identity, each about twice the occurrence's strings plus 250 bytes
+/// (docs/semantics.md), so a full table of typical events holds some 25 MiB.
+pub const DEFAULT_OVERFLOW_ENTRIES: usize = 65_536;
+
 /// The intake's bound.
 ///
 /// ```
-/// use kevents_actors::IntakePolicy;
-/// assert_eq!(IntakePolicy::default(), IntakePolicy::DropIfFull { capacity: 1000 });
+/// use kevents_actors::{IntakePolicy, DEFAULT_OVERFLOW_ENTRIES};
+/// assert_eq!(
+///     IntakePolicy::default(),
+///     IntakePolicy::CoalesceIfFull { capacity: 1000, overflow: DEFAULT_OVERFLOW_ENTRIES },
+/// );
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntakePolicy {
@@ -25,16 +33,46 @@ pub enum IntakePolicy {
     },
     /// No bound: nothing is ever dropped at the intake; memory grows with the backlog.
     Unbounded,
+    /// At most `capacity` occurrences wait in the intake; while it is full, a call is merged
+    /// into an overflow table of at most `overflow` entries, keyed by the call's identity
+    /// (object, type, reason, message, annotations): a repeat of an identity already held
+    /// adds one to its multiplicity and moves its newest instant. The table drains, in the
+    /// order identities first overflowed, once the intake is empty, and each entry goes
+    /// through the correlators as the occurrences it stands for. A new identity that finds
+    /// the table full is dropped and counted as `intake_full`. The caller never waits: the
+    /// table's lock is held for one hash-map update.
+    CoalesceIfFull {
+        /// Slots in the intake (at least 1).
+        capacity: usize,
+        /// Entries in the overflow table (at least 1).
+        overflow: usize,
+    },
 }
 
 impl Default for IntakePolicy {
-    /// Drop-if-full with 1000 slots (client-go 1.21+'s incoming queue size).
+    /// Coalesce-if-full with 1000 slots (client-go 1.21+'s incoming queue size) and
+    /// [`DEFAULT_OVERFLOW_ENTRIES`] overflow entries. `DropIfFull { capacity: 1000 }` is
+    /// client-go's behaviour.
     fn default() -> Self {
-        IntakePolicy::DropIfFull { capacity: 1000 }
+        IntakePolicy::CoalesceIfFull {
+            capacity: 1000,
+            overflow: DEFAULT_OVERFLOW_ENTRIES,
+        }
     }
 }
 
-/// How events reach one watcher. Both policies put a bounded queue in front of the watcher;
+impl IntakePolicy {
+    /// `drop_if_full`, `unbounded` or `coalesce_if_full`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            IntakePolicy::DropIfFull { .. } => "drop_if_full",
+            IntakePolicy::Unbounded => "unbounded",
+            IntakePolicy::CoalesceIfFull { .. } => "coalesce_if_full",
+        }
+    }
+}
+
+/// How events reach one watcher. Every policy puts a bounded queue in front of the watcher;
 /// the bound is exact (a semaphore of `capacity` slots, each held by one message until the
 /// watcher drops it), independent of actix's mailbox capacity.
 ///
@@ -60,22 +98,52 @@ pub enum WatcherPolicy {
         /// Slots in the watcher's queue.
         capacity: usize,
     },
+    /// Exact counts, never waiting: when the queue is full, the event is merged into this
+    /// watcher's overflow table of at most `overflow` entries, keyed by the event's identity
+    /// (see [`IntakePolicy::CoalesceIfFull`]); while the table holds anything, later events
+    /// are merged behind it, so the watcher still sees events in order. The table drains as
+    /// slots come back, each entry as one [`EventMessage`](crate::EventMessage) whose
+    /// [`occurrences`](crate::EventMessage::occurrences) counts the merged repeats. A new
+    /// identity that finds the table full is dropped and counted as `full`. The default of
+    /// sink chains ([`WatcherPolicy::sink_default`]).
+    CoalesceIfFull {
+        /// Slots in the watcher's queue.
+        capacity: usize,
+        /// Entries in the overflow table (at least 1).
+        overflow: usize,
+    },
 }
 
 impl Default for WatcherPolicy {
-    /// Drop-if-full with 1000 slots, client-go's watcher queue size.
+    /// Drop-if-full with 1000 slots, client-go's watcher queue size (for your own watchers
+    /// and the logging watcher; sink chains use [`WatcherPolicy::sink_default`]).
     fn default() -> Self {
         WatcherPolicy::DropIfFull { capacity: 1000 }
     }
 }
 
 impl WatcherPolicy {
+    /// What sink chains use unless told otherwise: coalesce-if-full with 1000 slots and
+    /// [`DEFAULT_OVERFLOW_ENTRIES`] overflow entries, so a burst ends in exact counts instead
+    /// of drops.
+    ///
+    /// ```
+    /// use kevents_actors::{SinkOptions, WatcherPolicy};
+    /// assert_eq!(SinkOptions::default().delivery, WatcherPolicy::sink_default());
+    /// ```
+    pub const fn sink_default() -> Self {
+        WatcherPolicy::CoalesceIfFull {
+            capacity: 1000,
+            overflow: DEFAULT_OVERFLOW_ENTRIES,
+        }
+    }
+
     /// The number of slots (at least 1).
     pub fn capacity(&self) -> usize {
         let c = match *self {
-            WatcherPolicy::DropIfFull { capacity } | WatcherPolicy::Backpressure { capacity } => {
-                capacity
-            }
+            WatcherPolicy::DropIfFull { capacity }
+            | WatcherPolicy::Backpressure { capacity }
+            | WatcherPolicy::CoalesceIfFull { capacity, .. } => capacity,
         };
         c.clamp(
             1,
@@ -83,11 +151,20 @@ impl WatcherPolicy {
         )
     }
 
-    /// `drop_if_full` or `backpressure`.
+    /// The overflow table's bound, for a coalesce-if-full queue.
+    pub fn overflow(&self) -> Option<usize> {
+        match *self {
+            WatcherPolicy::CoalesceIfFull { overflow, .. } => Some(overflow.max(1)),
+            _ => None,
+        }
+    }
+
+    /// `drop_if_full`, `backpressure` or `coalesce_if_full`.
     pub fn as_str(&self) -> &'static str {
         match self {
             WatcherPolicy::DropIfFull { .. } => "drop_if_full",
             WatcherPolicy::Backpressure { .. } => "backpressure",
+            WatcherPolicy::CoalesceIfFull { .. } => "coalesce_if_full",
         }
     }
 }

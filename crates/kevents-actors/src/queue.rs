@@ -4,11 +4,13 @@
 //! are given back when the watcher is done with it, so the bounds are exact whatever actix's
 //! mailbox does. What the queue counts is in its [`WatcherCounters`].
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::message::Recorded;
+use crate::overflow::{Drained, Merge, Overflow, Repeats};
 use crate::policy::WatcherPolicy;
 use crate::stats::WatcherSnapshot;
 use crate::telemetry::WatcherCounters;
@@ -93,6 +95,49 @@ impl IntakeBytes {
 /// The default byte bound of every watcher queue: 64 MiB of events queued or being handled.
 pub const DEFAULT_QUEUE_MAX_BYTES: usize = 64 << 20;
 
+/// An event waiting in a watcher's overflow table: its sequence number (of its first
+/// occurrence), the event, and its size.
+pub(crate) struct Pending {
+    pub(crate) seq: u64,
+    pub(crate) record: Arc<Recorded>,
+    pub(crate) size: usize,
+}
+
+/// What became of an event offered to a watcher's overflow table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Spill {
+    /// Held as a new entry.
+    Added,
+    /// Merged into the entry of its identity.
+    Coalesced,
+    /// The table holds its bound of entries (a counted drop).
+    Full,
+}
+
+/// The overflow table of a coalesce-if-full watcher queue. Only the broadcaster adds to and
+/// takes from it; the lock makes the queue shareable and is never contended in practice.
+struct WatcherOverflow {
+    table: Mutex<Overflow<Pending>>,
+    /// Whether the table holds anything (checked for every event).
+    active: AtomicBool,
+    /// Woken when the table becomes empty (for flush and shutdown).
+    emptied: Notify,
+}
+
+impl std::fmt::Debug for WatcherOverflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatcherOverflow")
+            .field("active", &self.active)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WatcherOverflow {
+    fn lock(&self) -> MutexGuard<'_, Overflow<Pending>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// One watcher's queue: its name, policy, slots, bytes and counters.
 #[derive(Debug)]
 pub(crate) struct WatcherQueue {
@@ -101,6 +146,7 @@ pub(crate) struct WatcherQueue {
     slots: Arc<Semaphore>,
     bytes: Arc<Semaphore>,
     max_bytes: u32,
+    overflow: Option<WatcherOverflow>,
     pub(crate) counters: WatcherCounters,
 }
 
@@ -114,8 +160,76 @@ impl WatcherQueue {
             slots: Arc::new(Semaphore::new(policy.capacity())),
             bytes: Arc::new(Semaphore::new(max_bytes as usize)),
             max_bytes,
+            overflow: policy.overflow().map(|entries| WatcherOverflow {
+                table: Mutex::new(Overflow::new(entries, max_bytes as usize)),
+                active: AtomicBool::new(false),
+                emptied: Notify::new(),
+            }),
             counters: WatcherCounters::new(name),
         }
+    }
+
+    /// Whether a full queue merges into an overflow table (coalesce-if-full).
+    pub(crate) fn coalesces(&self) -> bool {
+        self.overflow.is_some()
+    }
+
+    /// Whether the overflow table holds anything: later events then go behind it.
+    pub(crate) fn overflow_active(&self) -> bool {
+        self.overflow
+            .as_ref()
+            .is_some_and(|o| o.active.load(Ordering::Acquire))
+    }
+
+    /// Merges an event (and the repeats it already stands for) into the overflow table.
+    pub(crate) fn spill(&self, p: Pending, repeats: Option<Repeats>) -> Spill {
+        let Some(o) = &self.overflow else {
+            return Spill::Full;
+        };
+        let key = p.record.identity();
+        let last = repeats.map_or_else(|| p.record.at(), |r| r.last);
+        let size = p.size;
+        let mut t = o.lock();
+        let merged = t.merge(key, p, size, repeats, last);
+        self.counters.overflow(t.occurrences());
+        match merged {
+            Merge::Coalesced => Spill::Coalesced,
+            Merge::Added => {
+                o.active.store(true, Ordering::Release);
+                Spill::Added
+            }
+            Merge::Full(p) => {
+                drop(t);
+                drop(p);
+                Spill::Full
+            }
+        }
+    }
+
+    /// The size of the oldest entry of the overflow table.
+    pub(crate) fn overflow_head_size(&self) -> Option<usize> {
+        let o = self.overflow.as_ref()?;
+        let t = o.lock();
+        t.peek().map(|p| p.size)
+    }
+
+    /// Takes the oldest entry of the overflow table.
+    pub(crate) fn pop_overflow(&self) -> Option<Drained<Pending>> {
+        let o = self.overflow.as_ref()?;
+        let mut t = o.lock();
+        let d = t.pop();
+        self.counters.overflow(t.occurrences());
+        if t.is_empty() {
+            o.active.store(false, Ordering::Release);
+            drop(t);
+            o.emptied.notify_waiters();
+        }
+        d
+    }
+
+    /// Occurrences held in the overflow table.
+    pub(crate) fn overflow_occurrences(&self) -> u64 {
+        self.overflow.as_ref().map_or(0, |o| o.lock().occurrences())
     }
 
     /// What an event of `size` bytes counts against the byte bound: an event larger than
@@ -190,9 +304,20 @@ impl WatcherQueue {
         self.counters.depth(self.depth());
     }
 
-    /// Waits until every slot is free again (the watcher finished everything queued).
-    /// (Bytes are given back with the slots.)
+    /// Waits until the overflow table is empty and every slot is free again (the watcher
+    /// finished everything queued). (Bytes are given back with the slots.)
     pub(crate) async fn wait_idle(&self) {
+        if let Some(o) = &self.overflow {
+            loop {
+                let emptied = o.emptied.notified();
+                tokio::pin!(emptied);
+                emptied.as_mut().enable();
+                if !o.active.load(Ordering::Acquire) {
+                    break;
+                }
+                emptied.await;
+            }
+        }
         let n = u32::try_from(self.policy.capacity()).unwrap_or(u32::MAX);
         if let Ok(permits) = self.slots.acquire_many(n).await {
             drop(permits);
@@ -209,6 +334,8 @@ impl WatcherQueue {
             dropped_closed,
             depth: self.depth(),
             bytes: self.bytes_used(),
+            coalesced: self.counters.coalesced_total(),
+            overflow: self.overflow_occurrences(),
         }
     }
 }

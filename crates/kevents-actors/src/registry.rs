@@ -90,7 +90,10 @@ impl Registry {
             broadcast,
             intake_depth,
         ] = self.intake.values();
+        let [intake_coalesced, intake_overflow] = self.intake.overflow_values();
         StatsSnapshot {
+            intake_coalesced,
+            intake_overflow,
             recorded,
             dropped_invalid,
             dropped_intake_full,

@@ -17,6 +17,8 @@
 //! | `kevents_sink_attempts_total` | `sink` | requests made (including retries) |
 //! | `kevents_sink_restarts_total` | `sink` | supervisor restarts (panics, fatal errors) |
 //! | `kevents_queue_depth` (gauge) | `queue` = `intake` or `watcher:<name>` or `sink:<name>` | items waiting |
+//! | `kevents_coalesced_total` | `queue` = `intake` or `watcher:<name>` | occurrences merged into an entry of a coalesce-if-full overflow table |
+//! | `kevents_overflow_occurrences` (gauge) | `queue` | occurrences held in an overflow table now |
 //! | `kevents_series_evicted_total` | `sink`, `kind` = `singleton`, `series` | entries evicted because the series cache was full |
 //! | `kevents_series_writes_total` | `sink`, `reason` = `heartbeat`, `finish`, `flush` | series writes produced by the timers and the shutdown flush |
 //! | `kevents_series_counted_in_memory_total` | `sink` | repeats counted without a write |
@@ -60,9 +62,11 @@ pub struct WatcherSnapshot {
     pub name: String,
     /// Its delivery policy.
     pub policy: WatcherPolicy,
-    /// Events queued for it.
+    /// Occurrences queued for it (an event delivered with merged repeats counts as the
+    /// occurrences it stands for, [`EventMessage::occurrences`](crate::EventMessage::occurrences)).
     pub accepted: u64,
-    /// Events it did not get because its queue was full (drop-if-full only).
+    /// Occurrences it did not get because its queue was full (drop-if-full; coalesce-if-full
+    /// when the overflow table was full too).
     pub dropped_full: u64,
     /// Events it did not get because its actor had stopped.
     pub dropped_closed: u64,
@@ -70,6 +74,12 @@ pub struct WatcherSnapshot {
     pub depth: u64,
     /// Estimated bytes of those events (bounded by the pipeline's queue byte bound).
     pub bytes: u64,
+    /// Occurrences merged into an entry of its overflow table (coalesce-if-full) so far:
+    /// not dropped, delivered later as repeats of that entry's event.
+    pub coalesced: u64,
+    /// Occurrences held in its overflow table now (included in neither `accepted` nor
+    /// `depth` until they are delivered).
+    pub overflow: u64,
 }
 
 /// A point-in-time copy of every counter of one sink chain (correlator + sink actor).
@@ -147,6 +157,11 @@ pub struct StatsSnapshot {
     pub intake_depth: u64,
     /// Estimated bytes of those occurrences (a drop-if-full intake's byte bound applies).
     pub intake_bytes: u64,
+    /// Occurrences merged into an entry of the intake's overflow table (coalesce-if-full) so
+    /// far: recorded, not dropped, distributed later as repeats of that entry.
+    pub intake_coalesced: u64,
+    /// Occurrences held in the intake's overflow table now (part of `intake_depth`).
+    pub intake_overflow: u64,
     /// Per watcher (sink chains included, named `sink:<name>`), in registration order.
     pub watchers: Vec<WatcherSnapshot>,
     /// Per sink chain.

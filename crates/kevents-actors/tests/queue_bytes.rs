@@ -149,8 +149,9 @@ impl EventSink for Dead {
 }
 
 /// What a sink chain holds for a dead apiserver is bounded by bytes too: 50 distinct 1 MB
-/// events with default policies (1 000 slots) leave at most 4 MiB in the chain's queue; the
-/// rest are dropped and counted; shutdown abandons what is held, and counts it.
+/// events with default policies (1 000 slots, coalesce-if-full) leave at most 4 MiB in the
+/// chain's queue and 4 MiB in each overflow table (intake, chain); the rest are dropped and
+/// counted; shutdown abandons what is held, and counts it.
 #[actix_rt::test]
 async fn a_sink_chain_holds_at_most_its_bytes_for_a_dead_server() {
     let p = Pipeline::builder(source())
@@ -177,20 +178,27 @@ async fn a_sink_chain_holds_at_most_its_bytes_for_a_dead_server() {
     }
     run_until(10_000, || {
         let s = p.stats();
-        s.broadcast + s.dropped_intake_full == 50
+        s.broadcast + s.intake_depth + s.dropped_intake_full == 50
     })
     .await;
     let s = p.stats();
     let w = s.watcher("sink:api").unwrap();
     assert!(w.bytes <= FOUR_MIB as u64, "{w:?}");
     assert!(w.accepted <= 4, "{w:?}");
+    assert!(w.overflow <= 4 && s.intake_overflow <= 4, "{s:?}");
     assert_eq!(
-        w.accepted + w.dropped_full + s.dropped_intake_full,
+        w.accepted + w.overflow + w.dropped_full + s.intake_depth + s.dropped_intake_full,
         50,
         "every occurrence is held or counted as dropped: {s:?}"
+    );
+    assert!(
+        w.dropped_full + s.dropped_intake_full >= 50 - 16,
+        "the byte bounds forced drops: {s:?}"
     );
     assert_eq!(s.dropped_intake_full, dropped_at_intake);
     let report = p.shutdown(Duration::from_millis(200)).await;
     assert!(!report.completed);
     assert_eq!(report.stats.sink("api").unwrap().abandoned, w.accepted);
+    // What the overflow tables held was never accepted by the chain: still pending.
+    assert!(report.pending_watchers.iter().all(|(_, n)| *n <= 4));
 }

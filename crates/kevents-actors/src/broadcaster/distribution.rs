@@ -10,7 +10,8 @@ use actix::Recipient;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
-use crate::queue::WatcherQueue;
+use crate::overflow::Repeats;
+use crate::queue::{Pending, Spill, WatcherQueue};
 use crate::recorder::{Factories, Item, build};
 use crate::registry::Registry;
 
@@ -66,6 +67,7 @@ struct Lane {
     accepted: u64,
     dropped_full: u64,
     dropped_closed: u64,
+    coalesced: u64,
 }
 
 /// Bytes taken ahead of need for the next events of a batch: one semaphore operation per
@@ -127,16 +129,18 @@ impl Lane {
         w.queue.try_slot()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
         w: &WatcherEntry,
         seq: u64,
         record: &Arc<Recorded>,
+        repeats: Option<Repeats>,
         (slot, bytes): Permits,
         remaining: usize,
     ) {
         let slot = DeliverySlot::new(slot, bytes);
-        let msg = EventMessage::with_slot(seq, Arc::clone(record), slot);
+        let msg = EventMessage::with_slot(seq, Arc::clone(record), slot, repeats);
         if w.batch.is_some() {
             if self.pending.capacity() == 0 {
                 self.pending.reserve(remaining);
@@ -145,7 +149,28 @@ impl Lane {
         } else {
             w.recipient.do_send(msg);
         }
-        self.accepted += 1;
+        self.accepted += times(repeats);
+    }
+
+    /// Merges the event into the watcher's overflow table (coalesce-if-full).
+    fn spill(
+        &mut self,
+        w: &WatcherEntry,
+        seq: u64,
+        record: &Arc<Recorded>,
+        repeats: Option<Repeats>,
+        size: usize,
+    ) {
+        let pending = Pending {
+            seq,
+            record: Arc::clone(record),
+            size,
+        };
+        match w.queue.spill(pending, repeats) {
+            Spill::Added => {}
+            Spill::Coalesced => self.coalesced += times(repeats),
+            Spill::Full => self.dropped_full += times(repeats),
+        }
     }
 
     /// Sends what is pending and publishes the counters.
@@ -159,7 +184,53 @@ impl Lane {
         c.accepted(std::mem::take(&mut self.accepted));
         c.dropped_full(std::mem::take(&mut self.dropped_full));
         c.dropped_closed(std::mem::take(&mut self.dropped_closed));
+        c.coalesced(std::mem::take(&mut self.coalesced));
     }
+}
+
+/// The occurrences an event with `repeats` stands for.
+pub(crate) fn times(repeats: Option<Repeats>) -> u64 {
+    1 + repeats.map_or(0, |r| r.more)
+}
+
+/// Delivers what fits of a coalescing watcher's overflow table, oldest first, as long as a
+/// slot and the entry's bytes are free. Returns whether entries are left.
+pub(crate) fn drain_overflow(w: &WatcherEntry) -> bool {
+    let mut lane = Lane::default();
+    if w.closed.load(Ordering::Relaxed) || !w.connected() {
+        // Nobody to deliver to: what the table holds is dropped as `closed`.
+        while let Some(d) = w.queue.pop_overflow() {
+            lane.dropped_closed += d.times();
+        }
+        lane.flush(w);
+        return false;
+    }
+    while let Some(size) = w.queue.overflow_head_size() {
+        let Some(permits) = lane.take(w, 1, size) else {
+            break;
+        };
+        let Some(d) = w.queue.pop_overflow() else {
+            break;
+        };
+        let p = d.value;
+        lane.deliver(w, p.seq, &p.record, d.repeats, permits, 1);
+    }
+    lane.held = None;
+    lane.held_bytes = None;
+    lane.flush(w);
+    w.queue.publish_depth();
+    w.queue.overflow_active()
+}
+
+/// An event waiting for a backpressure watcher's slot.
+pub(crate) struct Current {
+    seq: u64,
+    record: Arc<Recorded>,
+    /// The index of the watcher it waits for.
+    pub(crate) watcher: usize,
+    /// The event's size.
+    pub(crate) size: usize,
+    repeats: Option<Repeats>,
 }
 
 /// Distribution of one batch, resumable after waiting for a backpressure watcher.
@@ -169,9 +240,8 @@ pub(crate) struct Distribution {
     items: std::vec::IntoIter<Item>,
     factory: Arc<Factories>,
     registry: Arc<Registry>,
-    /// The event waiting for a backpressure watcher: sequence number, event, watcher index
-    /// and the event's size.
-    pub(crate) current: Option<(u64, Arc<Recorded>, usize, usize)>,
+    /// The event waiting for a backpressure watcher.
+    pub(crate) current: Option<Current>,
     pub(crate) next_seq: u64,
     pub(crate) distributed: u64,
 }
@@ -206,20 +276,28 @@ impl Distribution {
     /// per watcher and never built.
     pub(crate) fn run(&mut self) -> Option<usize> {
         loop {
-            let (seq, mut record, start, mut item, size) = match self.current.take() {
-                Some((seq, record, i, size)) => (seq, Some(record), i, None, size),
+            let (seq, mut record, start, mut item, size, repeats) = match self.current.take() {
+                Some(Current {
+                    seq,
+                    record,
+                    watcher,
+                    size,
+                    repeats,
+                }) => (seq, Some(record), watcher, None, size, repeats),
                 None => {
                     let Some(item) = self.items.next() else {
                         self.flush();
                         return None;
                     };
+                    let (item, repeats) = item.split_repeats();
                     let seq = self.next_seq;
                     self.next_seq += 1;
-                    self.distributed += 1;
+                    self.distributed += times(repeats);
                     let size = item.approx_bytes();
-                    (seq, None, 0, Some(item), size)
+                    (seq, None, 0, Some(item), size, repeats)
                 }
             };
+            let n = times(repeats);
             // This event and the ones still to come in this batch.
             let remaining = self.items.len() + 1;
             for i in start..self.watchers.len() {
@@ -227,12 +305,18 @@ impl Distribution {
                 let lane = &mut self.lanes[i];
                 if w.closed.load(Ordering::Relaxed) || !w.connected() {
                     w.closed.store(true, Ordering::Relaxed);
-                    lane.dropped_closed += 1;
+                    lane.dropped_closed += n;
                     continue;
                 }
-                let permit = lane.take(w, remaining, size);
+                // Behind a non-empty overflow table: merged, so that the watcher sees
+                // events in order.
+                let permit = if w.queue.overflow_active() {
+                    None
+                } else {
+                    lane.take(w, remaining, size)
+                };
                 if permit.is_none() && w.queue.drops_when_full() {
-                    lane.dropped_full += 1;
+                    lane.dropped_full += n;
                     continue;
                 }
                 if record.is_none() {
@@ -242,16 +326,23 @@ impl Distribution {
                     if record.is_none() {
                         // Unreachable in practice (checked at the call); counted as invalid,
                         // not as distributed.
-                        self.distributed -= 1;
+                        self.distributed -= n;
                         break;
                     }
                 }
                 let Some(r) = record.as_ref() else { break };
                 match permit {
-                    Some(p) => lane.deliver(w, seq, r, p, remaining),
+                    Some(p) => lane.deliver(w, seq, r, repeats, p, remaining),
+                    None if w.queue.coalesces() => lane.spill(w, seq, r, repeats, size),
                     None => {
-                        if let Some(r) = record.take() {
-                            self.current = Some((seq, r, i, size));
+                        if let Some(record) = record.take() {
+                            self.current = Some(Current {
+                                seq,
+                                record,
+                                watcher: i,
+                                size,
+                                repeats,
+                            });
                         }
                         self.flush();
                         return Some(i);
@@ -269,10 +360,26 @@ impl Distribution {
 
     /// Delivers the current event to the watcher it was blocked on, with the slot obtained.
     pub(crate) fn resume(&mut self, permits: Permits) {
-        if let Some((seq, record, i, size)) = self.current.take() {
+        if let Some(mut c) = self.current.take() {
             let remaining = self.items.len() + 1;
-            self.lanes[i].deliver(&self.watchers[i], seq, &record, permits, remaining);
-            self.current = Some((seq, record, i + 1, size));
+            let i = c.watcher;
+            self.lanes[i].deliver(
+                &self.watchers[i],
+                c.seq,
+                &c.record,
+                c.repeats,
+                permits,
+                remaining,
+            );
+            c.watcher += 1;
+            self.current = Some(c);
+        }
+    }
+
+    /// Gives up on the watcher the current event waits for (its queue was closed).
+    pub(crate) fn skip_current(&mut self) {
+        if let Some(c) = &mut self.current {
+            c.watcher += 1;
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod distribution;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -13,7 +14,7 @@ use crate::queue::WatcherQueue;
 use crate::recorder::{Factories, Item};
 use crate::registry::Registry;
 pub use distribution::WatcherId;
-use distribution::{Distribution, WatcherEntry};
+use distribution::{Distribution, WatcherEntry, drain_overflow};
 
 /// Distribute these events (from the recorder actor).
 #[derive(Message)]
@@ -52,6 +53,8 @@ pub(crate) struct Broadcaster {
     watchers: Vec<Arc<WatcherEntry>>,
     next_seq: u64,
     next_id: u64,
+    /// Coalescing watchers whose overflow waits for room (one waiter each).
+    waiting: HashSet<WatcherId>,
     registry: Arc<Registry>,
 }
 
@@ -61,6 +64,7 @@ impl Broadcaster {
             watchers: Vec::new(),
             next_seq: 0,
             next_id: 0,
+            waiting: HashSet::new(),
             registry,
         }
     }
@@ -81,14 +85,45 @@ impl Broadcaster {
         id
     }
 
-    fn finish(&mut self, d: &mut Distribution) {
+    fn finish(&mut self, d: &mut Distribution, ctx: &mut Context<Self>) {
         d.release_held();
         self.next_seq = d.next_seq;
         self.registry.intake.distributed(d.distributed);
         for w in &d.watchers {
             w.queue.publish_depth();
         }
+        self.drain(ctx);
         self.watchers.retain(|w| !w.closed.load(Ordering::Relaxed));
+    }
+
+    /// Delivers what fits of every coalescing watcher's overflow table; for what does not,
+    /// waits (off the actor's message loop) for a slot and the oldest entry's bytes, then
+    /// drains again. Overflow entries are all younger than anything delivered, and events
+    /// merge behind them meanwhile, so order is kept.
+    fn drain(&mut self, ctx: &mut Context<Self>) {
+        let left: Vec<Arc<WatcherEntry>> = self
+            .watchers
+            .iter()
+            .filter(|w| w.queue.overflow_active() && drain_overflow(w))
+            .filter(|w| !self.waiting.contains(&w.id))
+            .cloned()
+            .collect();
+        for w in left {
+            self.waiting.insert(w.id);
+            let room = async move {
+                let q = &w.queue;
+                if let Some(size) = q.overflow_head_size() {
+                    let bytes = q.bytes(q.byte_cost(size)).await;
+                    let slot = q.slot().await;
+                    drop((bytes, slot));
+                }
+                w.id
+            };
+            ctx.spawn(room.into_actor(self).map(|id, act, ctx| {
+                act.waiting.remove(&id);
+                act.drain(ctx);
+            }));
+        }
     }
 }
 
@@ -107,7 +142,7 @@ impl Actor for Broadcaster {
 impl Handler<Publish> for Broadcaster {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, msg: Publish, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: Publish, ctx: &mut Context<Self>) -> Self::Result {
         let mut d = Distribution::new(
             self.watchers.clone(),
             msg.0,
@@ -116,13 +151,13 @@ impl Handler<Publish> for Broadcaster {
             self.next_seq,
         );
         if d.run().is_none() {
-            self.finish(&mut d);
+            self.finish(&mut d, ctx);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         }
         // A backpressure watcher is full: wait for its slots, holding everything else back
         // (the actor handles no other message meanwhile, so the order is kept).
         let wait = async move {
-            while let Some((i, size)) = d.current.as_ref().map(|c| (c.2, c.3)) {
+            while let Some((i, size)) = d.current.as_ref().map(|c| (c.watcher, c.size)) {
                 let queue = Arc::clone(&d.watchers[i].queue);
                 // Bytes first, then a slot: a slot waiter holds nothing the watcher needs.
                 let bytes = queue.bytes(queue.byte_cost(size)).await;
@@ -133,9 +168,7 @@ impl Handler<Publish> for Broadcaster {
                 match (slot, bytes) {
                     (Some(slot), Some(bytes)) => d.resume((slot, bytes)),
                     // The semaphores are never closed; treat it as a closed watcher.
-                    _ => {
-                        d.current = d.current.take().map(|(s, r, i, n)| (s, r, i + 1, n));
-                    }
+                    _ => d.skip_current(),
                 }
                 if d.run().is_none() {
                     break;
@@ -145,7 +178,7 @@ impl Handler<Publish> for Broadcaster {
         };
         AtomicResponse::new(Box::pin(
             wait.into_actor(self)
-                .map(|mut d, act, _| act.finish(&mut d)),
+                .map(|mut d, act, ctx| act.finish(&mut d, ctx)),
         ))
     }
 }
@@ -163,7 +196,15 @@ impl Handler<Unregister> for Broadcaster {
 
     fn handle(&mut self, msg: Unregister, _: &mut Context<Self>) -> bool {
         let before = self.watchers.len();
-        self.watchers.retain(|w| w.id != msg.0);
+        self.watchers.retain(|w| {
+            if w.id != msg.0 {
+                return true;
+            }
+            // What its overflow table still holds is dropped as `closed`.
+            w.closed.store(true, Ordering::Relaxed);
+            drain_overflow(w);
+            false
+        });
         before != self.watchers.len()
     }
 }

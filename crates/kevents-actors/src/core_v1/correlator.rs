@@ -9,7 +9,7 @@ use kevents_core::{Correlator, Event};
 
 use super::sink::{Abandon, CorrelatedWrite, SinkActor, WriteBatch, WriteDoneBatch};
 use crate::fast_map::FastMap;
-use crate::message::{EventBatch, EventMessage, Recorded};
+use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded, core_repeat};
 use crate::registry::Registry;
 use crate::telemetry::{Decisions, SinkCounters};
 
@@ -49,26 +49,57 @@ impl CorrelatorActor {
         }
     }
 
-    /// Correlates one event; a write to make is appended to `writes` (the slot travels with
-    /// it; a spam-filtered or foreign event gives its slot back here).
+    /// Correlates one message: its event, then each repeat merged into it by a coalescing
+    /// queue (as the recorder would have built it, at the newest repeat's instant), so the
+    /// correlator counts every occurrence. The writes to make are appended to `writes`; the
+    /// slot travels with the last of them (a spam-filtered or foreign event gives its slot
+    /// back here).
     fn correlate(
         &mut self,
         msg: EventMessage,
         writes: &mut Vec<CorrelatedWrite>,
         t: &mut Decisions,
     ) {
+        let repeats = msg.repeats();
         let (record, slot) = msg.into_parts();
-        // The only holder (a single watcher) takes the event without copying it.
-        let event: Event = match Arc::try_unwrap(record) {
-            Ok(Recorded::Core(e)) => e,
-            // events.k8s.io/v1 events belong to series sink chains (the fallback to core/v1
-            // happens at the recorder, which then emits `Recorded::Core`).
-            Ok(_) => return,
-            Err(shared) => match shared.core() {
-                Some(e) => e.clone(),
-                None => return,
-            },
+        let Some(repeats) = repeats else {
+            // The only holder (a single watcher) takes the event without copying it.
+            let event: Event = match Arc::try_unwrap(record) {
+                Ok(Recorded::Core(e)) => e,
+                // events.k8s.io/v1 events belong to series sink chains (the fallback to
+                // core/v1 happens at the recorder, which then emits `Recorded::Core`).
+                Ok(_) => return,
+                Err(shared) => match shared.core() {
+                    Some(e) => e.clone(),
+                    None => return,
+                },
+            };
+            self.correlate_one(event, slot, writes, t);
+            return;
         };
+        let Some(first) = record.core() else { return };
+        let before = writes.len();
+        self.correlate_one(first.clone(), DeliverySlot::detached(), writes, t);
+        let repeat = core_repeat(first, repeats.last);
+        for _ in 0..repeats.more {
+            self.correlate_one(repeat.clone(), DeliverySlot::detached(), writes, t);
+        }
+        // The slot is held until the last write this message caused is finished.
+        if writes.len() > before
+            && let Some(w) = writes.last_mut()
+        {
+            w.slot = slot;
+        }
+    }
+
+    /// Correlates one event.
+    fn correlate_one(
+        &mut self,
+        event: Event,
+        slot: DeliverySlot,
+        writes: &mut Vec<CorrelatedWrite>,
+        t: &mut Decisions,
+    ) {
         if self.sink.is_none() {
             t.abandoned += 1;
             return;

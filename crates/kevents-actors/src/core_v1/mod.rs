@@ -31,7 +31,7 @@ pub use sink::SinkFactory;
 /// ```
 /// use kevents_actors::{SinkOptions, WatcherPolicy};
 /// let o = SinkOptions::default();
-/// assert_eq!(o.delivery, WatcherPolicy::DropIfFull { capacity: 1000 });
+/// assert_eq!(o.delivery, WatcherPolicy::sink_default()); // coalesce-if-full, 1000 slots
 /// assert_eq!(o.max_in_flight, 16);
 /// assert!(o.coalesce && o.budget.is_none()); // coalescing, the pipeline's budget
 /// ```
@@ -45,8 +45,10 @@ pub struct SinkOptions {
     /// Writes in flight at once, across different events; writes of the same event
     /// (same namespace/name) are always one after the other, in order.
     pub max_in_flight: usize,
-    /// How events reach the chain. The slot of an event is held until its write is
+    /// How events reach the chain ([`WatcherPolicy::sink_default`]: coalesce-if-full, so
+    /// a burst ends in exact counts). The slot of an event is held until its write is
     /// finished, so the capacity bounds everything the chain holds.
+    /// `WatcherPolicy::DropIfFull { capacity: 1000 }` is client-go's behaviour.
     pub delivery: WatcherPolicy,
     /// Rebuilds the [`EventSink`] when the sink actor restarts.
     pub rebuild: Option<SinkFactory>,
@@ -70,7 +72,7 @@ impl Default for SinkOptions {
             correlator: CorrelatorOptions::default(),
             retry: RetryPolicy::default(),
             max_in_flight: 16,
-            delivery: WatcherPolicy::default(),
+            delivery: WatcherPolicy::sink_default(),
             rebuild: None,
             coalesce: true,
             budget: None,

@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use super::options::SeriesSinkOptions;
 use crate::budget::{Health, WriteBudget};
-use crate::message::{DeliverySlot, EventMessage, Recorded};
+use crate::message::{DeliverySlot, EventMessage, Recorded, v1_repeat};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
 use crate::stats::SeriesSnapshot;
@@ -114,6 +114,14 @@ impl SeriesActor {
         key.push_str(&e.metadata.name);
         if self.writer.push(Arc::from(key), write, slot) {
             self.counts.superseded += 1;
+        }
+    }
+
+    /// Observes one occurrence; its writes are queued (the first takes `slot`).
+    fn observe(&mut self, event: kevents_core::events_v1::Event, slot: &mut Option<DeliverySlot>) {
+        let now = event.event_time.unwrap_or_else(|| self.clock.now());
+        for w in self.cache.observe(event, now) {
+            self.enqueue(w, slot.take());
         }
     }
 
@@ -303,19 +311,34 @@ impl Handler<EventMessage> for SeriesActor {
     type Result = ();
 
     fn handle(&mut self, msg: EventMessage, ctx: &mut Context<Self>) {
+        let repeats = msg.repeats();
         let (record, slot) = msg.into_parts();
-        let event = match Arc::try_unwrap(record) {
-            Ok(Recorded::EventsV1(e)) => e,
-            Ok(_) => return,
-            Err(shared) => match shared.events_v1() {
-                Some(e) => e.clone(),
-                None => return,
-            },
-        };
-        let now = event.event_time.unwrap_or_else(|| self.clock.now());
         let mut slot = Some(slot);
-        for w in self.cache.observe(event, now) {
-            self.enqueue(w, slot.take());
+        match repeats {
+            None => {
+                let event = match Arc::try_unwrap(record) {
+                    Ok(Recorded::EventsV1(e)) => e,
+                    Ok(_) => return,
+                    Err(shared) => match shared.events_v1() {
+                        Some(e) => e.clone(),
+                        None => return,
+                    },
+                };
+                self.observe(event, &mut slot);
+            }
+            // Repeats merged by a coalescing queue: observed one by one, as the recorder
+            // would have built them (at the newest repeat's instant), so the series counts
+            // every occurrence.
+            Some(r) => {
+                let Some(first) = record.events_v1() else {
+                    return;
+                };
+                self.observe(first.clone(), &mut slot);
+                let repeat = v1_repeat(first, r.last);
+                for _ in 0..r.more {
+                    self.observe(repeat.clone(), &mut slot);
+                }
+            }
         }
         drop(slot);
         pump(self, ctx);

@@ -33,8 +33,8 @@ pub struct SeriesSinkOptions {
     /// Writes in flight at once across different events; writes of one event are always one
     /// after the other (a series PATCH after its CREATE).
     pub max_in_flight: usize,
-    /// How events reach the chain. The slot of an event is held until the write it caused
-    /// (if any) is finished.
+    /// How events reach the chain ([`WatcherPolicy::sink_default`]: coalesce-if-full). The
+    /// slot of an event is held until the write it caused (if any) is finished.
     pub delivery: WatcherPolicy,
     /// The clock of the timers (default: the pipeline's clock, the one events are stamped
     /// with). Use the same clock as the pipeline.
@@ -63,7 +63,7 @@ impl Default for SeriesSinkOptions {
             series: SeriesOptions::default(),
             retry: RetryPolicy::default(),
             max_in_flight: 16,
-            delivery: WatcherPolicy::default(),
+            delivery: WatcherPolicy::sink_default(),
             clock: None,
             max_tick: Duration::from_secs(60),
             flush_on_shutdown: true,

@@ -120,16 +120,19 @@ impl PipelineBuilder {
         self
     }
 
-    /// The intake's bound (default: drop-if-full, 1000).
+    /// The intake's bound (default: coalesce-if-full, 1000 slots and
+    /// [`DEFAULT_OVERFLOW_ENTRIES`](crate::DEFAULT_OVERFLOW_ENTRIES) overflow entries;
+    /// `IntakePolicy::DropIfFull { capacity: 1000 }` is client-go's).
     pub fn intake(mut self, policy: IntakePolicy) -> Self {
         self.intake = policy;
         self
     }
 
-    /// The byte bound of a drop-if-full intake (default [`DEFAULT_INTAKE_MAX_BYTES`], 64 MiB):
+    /// The byte bound of a bounded intake (default [`DEFAULT_INTAKE_MAX_BYTES`], 64 MiB):
     /// the intake is full when it holds `capacity` occurrences or this many bytes of them
-    /// (an estimate: their strings plus fixed struct sizes). An unbounded intake has no byte
-    /// bound either.
+    /// (an estimate: their strings plus fixed struct sizes). A coalesce-if-full intake's
+    /// overflow table has a byte bound of its own, this same figure. An unbounded intake has
+    /// no byte bound either.
     pub fn intake_max_bytes(mut self, bytes: usize) -> Self {
         self.intake_max_bytes = bytes;
         self
@@ -139,7 +142,8 @@ impl PipelineBuilder {
     /// [`DEFAULT_QUEUE_MAX_BYTES`], 64 MiB): a queue is full when it holds its policy's
     /// `capacity` events or this many bytes of them, whichever comes first; a drop-if-full
     /// watcher then drops (counted as `dropped_full`), a backpressure watcher makes the
-    /// broadcaster wait. An event larger than the bound is delivered alone.
+    /// broadcaster wait, a coalesce-if-full watcher merges it into its overflow table, which
+    /// is bounded by this many bytes too. An event larger than the bound is delivered alone.
     pub fn queue_max_bytes(mut self, bytes: usize) -> Self {
         self.queue_max_bytes = bytes;
         self
@@ -287,7 +291,7 @@ impl PipelineBuilder {
 
         let broadcaster = broadcaster.start();
         let v1 = self.events_v1.map(V1Intake::new).unwrap_or_default();
-        let (intake, rx, bytes) = Intake::channel(
+        let (intake, rx, shared) = Intake::channel(
             self.intake,
             self.intake_max_bytes,
             self.clock,
@@ -295,7 +299,7 @@ impl PipelineBuilder {
             v1.clone(),
         );
         let intake = Arc::new(intake);
-        if let Some(b) = &bytes {
+        if let Some(b) = &shared.bytes {
             registry.set_intake_bytes(Arc::clone(b));
         }
         let recorder_addr = RecorderActor::new(
@@ -305,7 +309,7 @@ impl PipelineBuilder {
             },
             broadcaster.clone(),
             rx,
-            bytes,
+            shared,
             Arc::clone(&registry),
         )
         .start();

@@ -8,10 +8,10 @@ use actix::prelude::*;
 use futures_util::stream;
 use tokio::sync::oneshot;
 
-use super::intake::IntakeRx;
+use super::coalesce::{IntakeOverflow, times};
+use super::intake::{IntakeRx, IntakeShared};
 use super::item::{Factories, Item};
 use crate::broadcaster::{Broadcaster, Publish};
-use crate::queue::IntakeBytes;
 use crate::registry::Registry;
 
 /// How many occurrences the recorder actor takes from the intake at once.
@@ -38,8 +38,8 @@ pub(crate) struct RecorderActor {
     close: Option<oneshot::Sender<()>>,
     drained: bool,
     waiters: Vec<oneshot::Sender<()>>,
-    /// The bounded intake's byte count, released as items are taken.
-    bytes: Option<Arc<IntakeBytes>>,
+    /// The bounded intake's byte count (released as items are taken) and its overflow.
+    shared: IntakeShared,
     registry: Arc<Registry>,
 }
 
@@ -48,7 +48,7 @@ impl RecorderActor {
         factory: Factories,
         broadcaster: Addr<Broadcaster>,
         rx: IntakeRx,
-        bytes: Option<Arc<IntakeBytes>>,
+        shared: IntakeShared,
         registry: Arc<Registry>,
     ) -> Self {
         let (close_tx, close_rx) = oneshot::channel();
@@ -59,28 +59,60 @@ impl RecorderActor {
             close: Some(close_tx),
             drained: false,
             waiters: Vec::new(),
-            bytes,
+            shared,
             registry,
         }
     }
 }
 
+/// A batch taken from the intake.
+enum Taken {
+    /// From the channel: the items hold intake bytes.
+    Channel(Vec<Item>),
+    /// From the overflow table: no bytes held; entries may stand for several occurrences.
+    Overflow(Vec<Item>),
+}
+
 struct IntakeStream {
     rx: IntakeRx,
     close: Option<oneshot::Receiver<()>>,
+    overflow: Option<Arc<IntakeOverflow>>,
 }
 
 impl IntakeStream {
-    async fn next_batch(mut self) -> Option<(Vec<Item>, Self)> {
+    /// The next batch: from the channel, or, once the channel is empty, from the overflow
+    /// table (whose entries are all younger than anything in the channel: calls merge into
+    /// the table while it holds anything). Ends when the intake is closed and both are empty.
+    async fn next_batch(mut self) -> Option<(Taken, Self)> {
         loop {
+            if let Some(o) = &self.overflow
+                && self.rx.is_empty()
+            {
+                let taken = o.take(BATCH);
+                if !taken.is_empty() {
+                    return Some((Taken::Overflow(taken), self));
+                }
+            }
             let mut buf = Vec::with_capacity(BATCH);
+            let overflow = self.overflow.clone();
+            let filled = async {
+                match &overflow {
+                    Some(o) => o.filled().await,
+                    None => std::future::pending().await,
+                }
+            };
             let got = match self.close.as_mut() {
                 Some(close) => tokio::select! {
                     biased;
                     _ = close => None,
                     n = self.rx.recv_many(&mut buf, BATCH) => Some(n),
+                    () = filled => continue,
                 },
-                None => Some(self.rx.recv_many(&mut buf, BATCH).await),
+                None => tokio::select! {
+                    biased;
+                    n = self.rx.recv_many(&mut buf, BATCH) => Some(n),
+                    () = filled => continue,
+                },
             };
             match got {
                 // Closing keeps what is queued readable; later sends fail.
@@ -88,7 +120,15 @@ impl IntakeStream {
                     self.rx.close();
                     self.close = None;
                 }
-                Some(n) => return (n > 0).then_some((buf, self)),
+                Some(0) => {
+                    // Closed and empty: done once the overflow is empty too (a call that
+                    // merged meanwhile is taken on the next round).
+                    match &self.overflow {
+                        Some(o) if !o.close_if_empty() => continue,
+                        _ => return None,
+                    }
+                }
+                Some(_) => return Some((Taken::Channel(buf), self)),
             }
         }
     }
@@ -103,6 +143,7 @@ impl Actor for RecorderActor {
             let state = IntakeStream {
                 rx,
                 close: Some(close),
+                overflow: self.shared.overflow.clone(),
             };
             ctx.add_stream(stream::unfold(state, IntakeStream::next_batch));
         }
@@ -113,12 +154,23 @@ impl Actor for RecorderActor {
     }
 }
 
-impl StreamHandler<Vec<Item>> for RecorderActor {
-    fn handle(&mut self, items: Vec<Item>, ctx: &mut Context<Self>) {
-        if let Some(b) = &self.bytes {
-            b.release(items.iter().map(Item::approx_bytes).sum());
-        }
-        self.registry.intake.taken(items.len() as u64);
+impl StreamHandler<Taken> for RecorderActor {
+    fn handle(&mut self, taken: Taken, ctx: &mut Context<Self>) {
+        let items = match taken {
+            Taken::Channel(items) => {
+                if let Some(b) = &self.shared.bytes {
+                    b.release(items.iter().map(Item::approx_bytes).sum());
+                }
+                self.registry.intake.taken(items.len() as u64);
+                items
+            }
+            Taken::Overflow(items) => {
+                self.registry
+                    .intake
+                    .taken_from_overflow(items.iter().map(times).sum());
+                items
+            }
+        };
         ctx.wait(
             self.broadcaster
                 .send(Publish(items, Arc::clone(&self.factory)))

@@ -11,6 +11,7 @@ use kevents_core::events_v1::{OccurrenceV1, OccurrenceV1Ref, Route, from_core_oc
 use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock};
 use tokio::sync::mpsc;
 
+use super::coalesce::{IntakeOverflow, Spilled};
 use super::events_v1::V1Intake;
 use super::item::{Item, PackedCore, PackedV1};
 use super::outcome::{DropReason, Emit, RecordError};
@@ -38,6 +39,13 @@ impl IntakeRx {
         }
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            IntakeRx::Bounded(rx) => rx.is_empty(),
+            IntakeRx::Unbounded(rx) => rx.is_empty(),
+        }
+    }
+
     pub(crate) fn close(&mut self) {
         match self {
             IntakeRx::Bounded(rx) => rx.close(),
@@ -51,6 +59,8 @@ pub(crate) struct Intake {
     tx: IntakeTx,
     /// The byte bound of a bounded intake (`None` when unbounded).
     bytes: Option<Arc<IntakeBytes>>,
+    /// The overflow table of a coalesce-if-full intake.
+    overflow: Option<Arc<IntakeOverflow>>,
     closed: AtomicBool,
     clock: SharedClock,
     registry: Arc<Registry>,
@@ -58,43 +68,65 @@ pub(crate) struct Intake {
     v1: V1Intake,
 }
 
+/// What the Recorder actor shares with the callers: the byte count it releases and the
+/// overflow table it drains.
+#[derive(Clone, Default)]
+pub(crate) struct IntakeShared {
+    pub(crate) bytes: Option<Arc<IntakeBytes>>,
+    pub(crate) overflow: Option<Arc<IntakeOverflow>>,
+}
+
 /// Why an item could not be put into the intake.
 enum SendFailure {
-    Full,
+    Full(Item),
     Closed,
 }
 
 impl Intake {
     /// An intake with `policy`'s bound (and, when bounded, `max_bytes`), and the receiving
-    /// end for the Recorder actor with the byte count it must release.
+    /// end for the Recorder actor with the byte count it must release and the overflow it
+    /// drains.
     pub(crate) fn channel(
         policy: IntakePolicy,
         max_bytes: usize,
         clock: SharedClock,
         registry: Arc<Registry>,
         v1: V1Intake,
-    ) -> (Self, IntakeRx, Option<Arc<IntakeBytes>>) {
+    ) -> (Self, IntakeRx, IntakeShared) {
+        let bounded = |capacity: usize| {
+            let (tx, rx) = mpsc::channel(capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS));
+            let bytes = Arc::new(IntakeBytes::new(max_bytes));
+            (IntakeTx::Bounded(tx), IntakeRx::Bounded(rx), Some(bytes))
+        };
+        let mut overflow = None;
         let (tx, rx, bytes) = match policy {
-            IntakePolicy::DropIfFull { capacity } => {
-                let (tx, rx) =
-                    mpsc::channel(capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS));
-                let bytes = Arc::new(IntakeBytes::new(max_bytes));
-                (IntakeTx::Bounded(tx), IntakeRx::Bounded(rx), Some(bytes))
+            IntakePolicy::DropIfFull { capacity } => bounded(capacity),
+            IntakePolicy::CoalesceIfFull {
+                capacity,
+                overflow: entries,
+            } => {
+                overflow = Some(Arc::new(IntakeOverflow::new(entries, max_bytes)));
+                bounded(capacity)
             }
             IntakePolicy::Unbounded => {
                 let (tx, rx) = mpsc::unbounded_channel();
                 (IntakeTx::Unbounded(tx), IntakeRx::Unbounded(rx), None)
             }
         };
+        let shared = IntakeShared {
+            bytes: bytes.clone(),
+            overflow: overflow.clone(),
+        };
         let intake = Intake {
             tx,
+            overflow,
             bytes: bytes.clone(),
             closed: AtomicBool::new(false),
             clock,
             registry,
             v1,
         };
-        (intake, rx, bytes)
+        (intake, rx, shared)
     }
 
     /// Refuses every later call (they return [`RecordError::Shutdown`]).
@@ -238,20 +270,50 @@ impl Intake {
         Some(self.send(Item::PackedV1(now, packed)))
     }
 
+    /// Merges an item into the overflow table and counts the outcome.
+    fn spill(&self, overflow: &IntakeOverflow, item: Item) -> Result<Emit, RecordError> {
+        match overflow.merge(item) {
+            Ok(spilled) => self.spilled(spilled).map(|()| Emit::Queued),
+            Err(_full) => {
+                self.registry.intake.refused(Refusal::IntakeFull);
+                Ok(Emit::Dropped(DropReason::IntakeFull))
+            }
+        }
+    }
+
+    /// Counts an occurrence the overflow table took.
+    fn spilled(&self, spilled: Spilled) -> Result<(), RecordError> {
+        match spilled {
+            Spilled::Added => self.registry.intake.overflowed(false),
+            Spilled::Coalesced => self.registry.intake.overflowed(true),
+            Spilled::Closed => {
+                return self.refuse(Refusal::AfterShutdown, RecordError::Shutdown);
+            }
+        }
+        Ok(())
+    }
+
     /// Puts an item into the intake without waiting and counts the outcome. A bounded
-    /// intake is full when it holds `capacity` items or its byte bound.
+    /// intake is full when it holds `capacity` items or its byte bound; a coalesce-if-full
+    /// intake then merges the item into its overflow table (and keeps doing so while the
+    /// table holds anything, so that occurrences stay in order).
     fn send(&self, item: Item) -> Result<Emit, RecordError> {
+        if let Some(o) = &self.overflow
+            && o.active()
+        {
+            return self.spill(o, item);
+        }
         let sent = match &self.tx {
             IntakeTx::Bounded(tx) => {
                 let size = item.approx_bytes();
                 match &self.bytes {
-                    Some(b) if !b.reserve(size) => Err(SendFailure::Full),
+                    Some(b) if !b.reserve(size) => Err(SendFailure::Full(item)),
                     _ => tx.try_send(item).map_err(|e| {
                         if let Some(b) = &self.bytes {
                             b.release(size);
                         }
                         match e {
-                            mpsc::error::TrySendError::Full(_) => SendFailure::Full,
+                            mpsc::error::TrySendError::Full(item) => SendFailure::Full(item),
                             mpsc::error::TrySendError::Closed(_) => SendFailure::Closed,
                         }
                     }),
@@ -264,7 +326,10 @@ impl Intake {
                 self.registry.intake.recorded();
                 Ok(Emit::Queued)
             }
-            Err(SendFailure::Full) => {
+            Err(SendFailure::Full(item)) => {
+                if let Some(o) = &self.overflow {
+                    return self.spill(o, item);
+                }
                 self.registry.intake.refused(Refusal::IntakeFull);
                 Ok(Emit::Dropped(DropReason::IntakeFull))
             }
@@ -275,6 +340,14 @@ impl Intake {
     /// Puts an item into the intake, waiting for room (a free slot and room in the byte
     /// bound), and counts the outcome.
     async fn send_wait(&self, item: Item) -> Result<(), RecordError> {
+        // Behind a non-empty overflow table, in order, if the table has room for it.
+        let item = match &self.overflow {
+            Some(o) if o.active() => match o.merge(item) {
+                Ok(spilled) => return self.spilled(spilled),
+                Err(item) => item,
+            },
+            _ => item,
+        };
         let sent = match &self.tx {
             IntakeTx::Bounded(tx) => {
                 let size = item.approx_bytes();

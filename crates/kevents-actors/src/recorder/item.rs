@@ -9,6 +9,7 @@ use kevents_core::{Event, EventFactory, EventType, ObjectMeta, ObjectReference, 
 
 use super::events_v1::V1Intake;
 use crate::message::Recorded;
+use crate::overflow::{Identity, IdentityBuilder, Repeats, reference_fields, v1_identity};
 use crate::registry::Registry;
 
 /// What builds the events of accepted items: the core/v1 factory and the events.k8s.io/v1
@@ -33,6 +34,9 @@ pub(crate) enum Item {
     /// checked at the call (`EventFactoryV1::check`), strings packed into one allocation,
     /// the event built by the broadcaster (`EventFactoryV1::make`) off the caller's thread.
     PackedV1(Time, PackedV1),
+    /// An entry of the intake's overflow table: its first occurrence and the repeats merged
+    /// into it (never in the intake channel itself).
+    Repeated(Box<Item>, Repeats),
 }
 
 fn reference_bytes(r: &ObjectReference) -> usize {
@@ -67,6 +71,7 @@ impl Item {
             Item::PackedV1(_, p) => {
                 std::mem::size_of::<kevents_core::events_v1::Event>() + 2 * p.strings.buf.len()
             }
+            Item::Repeated(first, _) => first.approx_bytes(),
             Item::Core(_, o) => {
                 built
                     + 2 * reference_bytes(&o.object)
@@ -90,6 +95,61 @@ impl Item {
                     + e.type_.len()
             }
         }
+    }
+}
+
+impl Item {
+    /// When the (first) occurrence was recorded.
+    pub(crate) fn at(&self) -> Time {
+        match self {
+            Item::Core(at, _) | Item::Packed(at, _) | Item::PackedV1(at, _) => *at,
+            Item::EventsV1(e) => e.event_time.unwrap_or_default(),
+            Item::Repeated(first, _) => first.at(),
+        }
+    }
+
+    /// The first occurrence and its repeats.
+    pub(crate) fn split_repeats(self) -> (Item, Option<Repeats>) {
+        match self {
+            Item::Repeated(first, r) => (*first, Some(r)),
+            other => (other, None),
+        }
+    }
+
+    /// What the intake's overflow table merges on: every field of the call (client-go's
+    /// correlation keys are all built from these), not the instant.
+    pub(crate) fn identity(&self) -> Identity {
+        let mut b = IdentityBuilder::with_capacity(self.approx_bytes() / 2);
+        match self {
+            Item::Core(_, o) => {
+                b.tag(1);
+                for f in reference_fields(&o.object) {
+                    b.field(f);
+                }
+                b.field(&o.event_type).field(&o.reason).field(&o.message);
+                for (k, v) in &o.annotations {
+                    b.field(k).field(v);
+                }
+            }
+            Item::Packed(_, p) => {
+                b.tag(2).field(p.event_type.as_str()).field(&p.strings.buf);
+                for end in p.strings.ends {
+                    b.num(u64::from(end));
+                }
+            }
+            Item::EventsV1(e) => {
+                b.tag(3);
+                v1_identity(&mut b, e);
+            }
+            Item::PackedV1(_, p) => {
+                b.tag(4).field(p.event_type.as_str()).field(&p.strings.buf);
+                for end in p.strings.ends {
+                    b.num(u64::from(end));
+                }
+            }
+            Item::Repeated(first, _) => return first.identity(),
+        }
+        b.finish()
     }
 }
 
@@ -128,18 +188,6 @@ impl<const N: usize> Packed<N> {
             s
         })
     }
-}
-
-fn reference_fields(r: &ObjectReference) -> [&str; 7] {
-    [
-        &r.kind,
-        &r.namespace,
-        &r.name,
-        &r.uid,
-        &r.api_version,
-        &r.resource_version,
-        &r.field_path,
-    ]
 }
 
 fn reference_from(
@@ -245,6 +293,8 @@ pub(crate) fn build(
 ) -> Option<Arc<Recorded>> {
     let factory = &factories.core;
     let made = match item {
+        // Split by the broadcaster before building; built as its first occurrence.
+        Item::Repeated(first, _) => return build(factories, *first, registry),
         Item::Packed(at, p) => factory.make(at, p.unpack()),
         Item::Core(at, occ) => factory.make(at, *occ),
         Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),

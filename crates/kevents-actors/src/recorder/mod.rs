@@ -3,10 +3,12 @@
 //!
 //! ```text
 //!  Recorder (handle) ─▶ Intake: closed? valid? v1 routing ─▶ [bounded channel] ─▶ RecorderActor ─Publish─▶ Broadcaster
+//!                                     │ full (coalesce-if-full) ─▶ [overflow table] ─┘ (drained once the channel is empty)
 //!        │ FakeRecorder: FakeStore keeps FakeEvents instead
 //! ```
 
 mod actor;
+mod coalesce;
 mod events_v1;
 mod fake;
 mod fake_backend;

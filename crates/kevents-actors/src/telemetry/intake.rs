@@ -31,6 +31,10 @@ pub(crate) struct IntakeCounters {
     broadcast: Counter,
     full_log: DropLog,
     depth: metrics::Gauge,
+    coalesced: Counter,
+    /// Occurrences held in the overflow table.
+    overflow: AtomicU64,
+    overflow_gauge: metrics::Gauge,
 }
 
 impl IntakeCounters {
@@ -48,12 +52,40 @@ impl IntakeCounters {
             broadcast: Counter::new(metrics::counter!(names::BROADCAST)),
             full_log: DropLog::new("intake full"),
             depth: metrics::gauge!(names::QUEUE_DEPTH, "queue" => "intake"),
+            coalesced: Counter::new(metrics::counter!(names::COALESCED, "queue" => "intake")),
+            overflow: AtomicU64::new(0),
+            overflow_gauge: metrics::gauge!(names::OVERFLOW, "queue" => "intake"),
         }
     }
 
     /// One occurrence entered the intake.
     pub(crate) fn recorded(&self) {
         self.recorded.add(1);
+    }
+
+    /// One occurrence went into the overflow table (a new entry, or `merged` into one).
+    pub(crate) fn overflowed(&self, merged: bool) {
+        self.recorded.add(1);
+        if merged {
+            self.coalesced.add(1);
+        }
+        let held = self.overflow.fetch_add(1, Ordering::Relaxed) + 1;
+        self.overflow_gauge.set(held as f64);
+    }
+
+    /// The recorder actor took entries standing for `n` occurrences from the overflow table.
+    pub(crate) fn taken_from_overflow(&self, n: u64) {
+        let held = self
+            .overflow
+            .fetch_sub(n, Ordering::Relaxed)
+            .saturating_sub(n);
+        self.overflow_gauge.set(held as f64);
+        self.taken(n);
+    }
+
+    /// (occurrences merged into an overflow entry so far, occurrences held there now).
+    pub(crate) fn overflow_values(&self) -> [u64; 2] {
+        [self.coalesced.get(), self.overflow.load(Ordering::Relaxed)]
     }
 
     /// One call was refused.

@@ -22,6 +22,11 @@ pub(crate) const SINK_ATTEMPTS: &str = "kevents_sink_attempts_total";
 pub(crate) const SINK_RESTARTS: &str = "kevents_sink_restarts_total";
 /// Gauge, label `queue` (`intake`, `watcher:<name>`, `sink:<name>`): items waiting.
 pub(crate) const QUEUE_DEPTH: &str = "kevents_queue_depth";
+/// Counter, label `queue` (`intake`, `watcher:<name>`): occurrences merged into an entry
+/// of a coalesce-if-full overflow table.
+pub(crate) const COALESCED: &str = "kevents_coalesced_total";
+/// Gauge, label `queue`: occurrences held in an overflow table now.
+pub(crate) const OVERFLOW: &str = "kevents_overflow_occurrences";
 /// Counter, labels `sink`, `kind` (`singleton`, `series`): series cache evictions.
 pub(crate) const SERIES_EVICTED: &str = "kevents_series_evicted_total";
 /// Counter, labels `sink`, `reason` (`heartbeat`, `finish`, `flush`): timer and flush writes.
@@ -56,7 +61,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 21] = [
+pub(crate) const ALL: [(&str, Kind, &str); 23] = [
     (
         RECORDED,
         Kind::Counter,
@@ -106,6 +111,16 @@ pub(crate) const ALL: [(&str, Kind, &str); 21] = [
         QUEUE_DEPTH,
         Kind::Gauge,
         "Items waiting in a queue (intake, watcher:<name>, sink:<name>).",
+    ),
+    (
+        COALESCED,
+        Kind::Counter,
+        "Occurrences merged into an entry of a coalesce-if-full overflow table (queue intake or watcher:<name>).",
+    ),
+    (
+        OVERFLOW,
+        Kind::Gauge,
+        "Occurrences held in a coalesce-if-full overflow table now.",
     ),
     (
         SERIES_EVICTED,

@@ -11,6 +11,8 @@ pub(crate) struct WatcherCounters {
     dropped_closed: Counter,
     full_log: DropLog,
     depth: metrics::Gauge,
+    coalesced: Counter,
+    overflow: metrics::Gauge,
 }
 
 impl WatcherCounters {
@@ -28,6 +30,10 @@ impl WatcherCounters {
             ),
             full_log: DropLog::new(format!("watcher {name} full")),
             depth: metrics::gauge!(names::QUEUE_DEPTH, "queue" => format!("watcher:{n}")),
+            coalesced: Counter::new(
+                metrics::counter!(names::COALESCED, "queue" => format!("watcher:{n}")),
+            ),
+            overflow: metrics::gauge!(names::OVERFLOW, "queue" => format!("watcher:{n}")),
         }
     }
 
@@ -47,6 +53,21 @@ impl WatcherCounters {
     /// `n` events were dropped because the watcher's actor had stopped.
     pub(crate) fn dropped_closed(&self, n: u64) {
         self.dropped_closed.add(n);
+    }
+
+    /// `n` occurrences were merged into an entry of the overflow table.
+    pub(crate) fn coalesced(&self, n: u64) {
+        self.coalesced.add(n);
+    }
+
+    /// Occurrences merged into overflow entries so far.
+    pub(crate) fn coalesced_total(&self) -> u64 {
+        self.coalesced.get()
+    }
+
+    /// Publishes the overflow table's occurrences.
+    pub(crate) fn overflow(&self, held: u64) {
+        self.overflow.set(held as f64);
     }
 
     /// Publishes the queue's depth gauge.
