@@ -252,6 +252,7 @@ impl<V> Overflow<V> {
     }
 
     /// Estimated bytes held.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }

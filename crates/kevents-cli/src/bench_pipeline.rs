@@ -22,6 +22,9 @@ pub enum Policy {
     /// Sink watcher with backpressure, unbounded intake: the caller never blocks and
     /// nothing is lost.
     Backpressure,
+    /// The library's defaults: intake and sink watcher coalesce-if-full (1000 slots each by
+    /// default), overflow merged by identity, writes coalesced per event.
+    Coalesce,
 }
 
 impl Policy {
@@ -29,6 +32,7 @@ impl Policy {
         match self {
             Policy::Drop => "drop",
             Policy::Backpressure => "backpressure",
+            Policy::Coalesce => "coalesce",
         }
     }
 }
@@ -39,7 +43,7 @@ pub struct PipelineArgs {
     /// `hot` or `wide` (see docs/benchmarks.md).
     #[arg(long, default_value = "hot")]
     pub workload: String,
-    /// `drop` or `backpressure`.
+    /// `drop`, `backpressure` or `coalesce`.
     #[arg(long, value_enum, default_value = "drop")]
     pub policy: Policy,
     /// Runs (one JSON line each; run separate processes for independent peak RSS figures).
@@ -48,9 +52,12 @@ pub struct PipelineArgs {
     /// Override the number of occurrences.
     #[arg(long)]
     pub n: Option<usize>,
-    /// Intake capacity for `--policy drop`.
+    /// Intake capacity for `--policy drop` and `--policy coalesce`.
     #[arg(long, default_value_t = 1000)]
     pub intake_capacity: usize,
+    /// Overflow table entries (intake and sink watcher) for `--policy coalesce`.
+    #[arg(long, default_value_t = kevents_actors::DEFAULT_OVERFLOW_ENTRIES)]
+    pub overflow: usize,
     /// Sink watcher queue capacity (both policies).
     #[arg(long, default_value_t = 1000)]
     pub watcher_capacity: usize,
@@ -138,7 +145,7 @@ fn emit_all(recorder: kevents_actors::Recorder, w: Workload) -> anyhow::Result<E
 }
 
 async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json::Value> {
-    let sink = CountingSink::default();
+    let sink = CountingSink::tracking();
     let (intake, delivery) = match args.policy {
         Policy::Drop => (
             IntakePolicy::DropIfFull {
@@ -154,7 +161,21 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
                 capacity: args.watcher_capacity,
             },
         ),
+        Policy::Coalesce => (
+            IntakePolicy::CoalesceIfFull {
+                capacity: args.intake_capacity,
+                overflow: args.overflow,
+            },
+            WatcherPolicy::CoalesceIfFull {
+                capacity: args.watcher_capacity,
+                overflow: args.overflow,
+            },
+        ),
     };
+    // `drop` and `backpressure`: one write per correlator result, as client-go does, so
+    // `pipeline_delivered` and delivered/s compare like for like. `coalesce`: the library's
+    // write coalescing too. No write budget either way (the sink is not a server).
+    let coalesce_writes = args.policy == Policy::Coalesce;
     let arbiter = args.sink_thread.then(actix::Arbiter::new);
     let mut builder = Pipeline::builder(EventSource::new("bench", "node"));
     if let Some(a) = &arbiter {
@@ -177,9 +198,7 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
                     ..CorrelatorOptions::default()
                 },
                 delivery,
-                // One write per correlator result, as client-go does, so `pipeline_delivered`
-                // and delivered/s compare like for like: no coalescing, no write budget.
-                coalesce: false,
+                coalesce: coalesce_writes,
                 budget: Some(WriteBudget::off()),
                 ..SinkOptions::default()
             },
@@ -194,6 +213,7 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
         a.stop();
     }
     let delivered = sink.writes.load(Ordering::Relaxed);
+    let stored_count_sum = sink.stored_count_sum();
     let s = &report.stats;
     let sink_stats = s.sink("count").cloned().unwrap_or_default();
     let watcher_dropped = s.watcher("sink:count").map(|w| w.dropped_full).unwrap_or(0);
@@ -201,16 +221,26 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
         "workload": w.name,
         "policy": args.policy.as_str(),
         "n": w.n,
-        "intake_capacity": match intake { IntakePolicy::DropIfFull { capacity } => Some(capacity), _ => None },
+        "intake_capacity": match intake {
+            IntakePolicy::DropIfFull { capacity } | IntakePolicy::CoalesceIfFull { capacity, .. } => Some(capacity),
+            IntakePolicy::Unbounded => None,
+        },
         "watcher_capacity": args.watcher_capacity,
         "sink_thread": args.sink_thread,
         "emit_ns_per_event": emitted.emit_ns as f64 / w.n.max(1) as f64,
         "pipeline_delivered": delivered,
-        "pipeline_lost": (w.n as u64).saturating_sub(delivered),
+        "writes": delivered,
+        "stored_events": sink.stored_events(),
+        "stored_count_sum": stored_count_sum,
+        // Occurrences not reflected in a stored count (the spam filter is off).
+        "pipeline_lost": (w.n as u64).saturating_sub(stored_count_sum),
         "pipeline_events_per_s": delivered as f64 / elapsed.as_secs_f64(),
         "pipeline_seconds": elapsed.as_secs_f64(),
         "dropped_intake_full": s.dropped_intake_full,
         "dropped_watcher_full": watcher_dropped,
+        "coalesced_intake": s.intake_coalesced,
+        "coalesced_watcher": s.watcher("sink:count").map(|w| w.coalesced).unwrap_or(0),
+        "superseded_writes": sink_stats.superseded,
         "spam_filtered": sink_stats.spam_filtered,
         "aggregated": sink_stats.aggregated,
         "created": sink_stats.created,

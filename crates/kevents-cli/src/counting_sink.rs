@@ -1,8 +1,9 @@
 //! The benchmarks' sink: it only counts writes and answers with the event, as a server
 //! would, so a benchmark measures the pipeline and not a server.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use kevents_core::events_v1::{self, EventsV1Sink, V1SinkFuture};
 use kevents_core::{Event, EventSink, SinkFuture};
@@ -12,11 +13,49 @@ use kevents_core::{Event, EventSink, SinkFuture};
 pub(crate) struct CountingSink {
     /// Writes made (both APIs).
     pub(crate) writes: Arc<AtomicU64>,
+    /// The count each core/v1 event was last written with, when tracked (`None`: not kept).
+    stored: Option<Arc<Mutex<HashMap<String, i32>>>>,
+}
+
+impl CountingSink {
+    /// A sink that also keeps the count each core/v1 event was last written with, as a
+    /// server would store it (a hash-map update per write).
+    pub(crate) fn tracking() -> Self {
+        CountingSink {
+            writes: Arc::default(),
+            stored: Some(Arc::default()),
+        }
+    }
+
+    /// The sum of the counts stored (0 when not tracked).
+    pub(crate) fn stored_count_sum(&self) -> u64 {
+        self.stored.as_ref().map_or(0, |m| {
+            let m = m.lock().unwrap_or_else(|p| p.into_inner());
+            m.values().map(|&c| u64::try_from(c).unwrap_or(0)).sum()
+        })
+    }
+
+    /// Events stored (0 when not tracked).
+    pub(crate) fn stored_events(&self) -> usize {
+        self.stored
+            .as_ref()
+            .map_or(0, |m| m.lock().unwrap_or_else(|p| p.into_inner()).len())
+    }
 }
 
 impl EventSink for CountingSink {
     fn create(&self, event: &Event) -> SinkFuture {
         self.writes.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = &self.stored {
+            let mut m = m.lock().unwrap_or_else(|p| p.into_inner());
+            // Writes of one event are in order: the last one is what the server keeps.
+            match m.get_mut(&event.metadata.name) {
+                Some(c) => *c = event.count,
+                None => {
+                    m.insert(event.metadata.name.clone(), event.count);
+                }
+            }
+        }
         let e = event.clone();
         Box::pin(async move { Ok(e) })
     }

@@ -2,7 +2,7 @@
 //! `recorded` or a refusal, and every recorded occurrence is later taken from the intake and
 //! distributed (or, in theory, found invalid when built).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::counter::{Counter, DropLog};
 use super::names;
@@ -32,8 +32,9 @@ pub(crate) struct IntakeCounters {
     full_log: DropLog,
     depth: metrics::Gauge,
     coalesced: Counter,
-    /// Occurrences held in the overflow table.
-    overflow: AtomicU64,
+    /// Occurrences held in the overflow table. Signed: a caller counts its occurrence just
+    /// after the table's lock, so the recorder actor may count it out first, for a moment.
+    overflow: AtomicI64,
     overflow_gauge: metrics::Gauge,
 }
 
@@ -53,7 +54,7 @@ impl IntakeCounters {
             full_log: DropLog::new("intake full"),
             depth: metrics::gauge!(names::QUEUE_DEPTH, "queue" => "intake"),
             coalesced: Counter::new(metrics::counter!(names::COALESCED, "queue" => "intake")),
-            overflow: AtomicU64::new(0),
+            overflow: AtomicI64::new(0),
             overflow_gauge: metrics::gauge!(names::OVERFLOW, "queue" => "intake"),
         }
     }
@@ -70,22 +71,21 @@ impl IntakeCounters {
             self.coalesced.add(1);
         }
         let held = self.overflow.fetch_add(1, Ordering::Relaxed) + 1;
-        self.overflow_gauge.set(held as f64);
+        self.overflow_gauge.set(held.max(0) as f64);
     }
 
     /// The recorder actor took entries standing for `n` occurrences from the overflow table.
     pub(crate) fn taken_from_overflow(&self, n: u64) {
-        let held = self
-            .overflow
-            .fetch_sub(n, Ordering::Relaxed)
-            .saturating_sub(n);
-        self.overflow_gauge.set(held as f64);
-        self.taken(n);
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let held = self.overflow.fetch_sub(n, Ordering::Relaxed) - n;
+        self.overflow_gauge.set(held.max(0) as f64);
+        self.taken(n as u64);
     }
 
     /// (occurrences merged into an overflow entry so far, occurrences held there now).
     pub(crate) fn overflow_values(&self) -> [u64; 2] {
-        [self.coalesced.get(), self.overflow.load(Ordering::Relaxed)]
+        let held = self.overflow.load(Ordering::Relaxed).max(0) as u64;
+        [self.coalesced.get(), held]
     }
 
     /// One call was refused.
