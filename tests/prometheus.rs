@@ -150,11 +150,23 @@ fn assert_served(m: &Scrape, s: &StatsSnapshot) {
             value
         );
     }
+    assert_eq!(
+        m.counter("kevents_coalesced_total", &[("queue", "intake")]),
+        s.intake_coalesced
+    );
     for w in &s.watchers {
         let n = w.name.as_str();
         assert_eq!(
             m.counter("kevents_watcher_accepted_total", &[("watcher", n)]),
             w.accepted,
+            "watcher {n}"
+        );
+        assert_eq!(
+            m.counter(
+                "kevents_coalesced_total",
+                &[("queue", &format!("watcher:{n}"))]
+            ),
+            w.coalesced,
             "watcher {n}"
         );
         for (reason, value) in [("full", w.dropped_full), ("closed", w.dropped_closed)] {
@@ -353,7 +365,7 @@ fn metrics_are_served_to_prometheus() {
 
     // Served: exactly the documented metrics, with their documented types and a help text.
     let docs = documented();
-    assert_eq!(docs.len(), 21, "docs/metrics.md lists 21 metrics: {docs:?}");
+    assert_eq!(docs.len(), 23, "docs/metrics.md lists 23 metrics: {docs:?}");
     let served: BTreeSet<&String> = m
         .samples
         .keys()

@@ -36,6 +36,14 @@ kevents_testkit::real_apiserver_tests! {
     fn api_workload_stores_every_occurrence_that_passes_the_spam_filter() {
         api_workload_run();
     }
+
+    /// The library's defaults (coalesce-if-full queues, coalescing writes, the write
+    /// budget), with 8-slot queues so the burst overflows: 20 repeats of each of 50 events end
+    /// with count 20 each in `kubectl get events`, with fewer writes than occurrences.
+    #[test]
+    fn a_burst_of_repeats_ends_in_exact_counts_with_the_defaults() {
+        burst_run();
+    }
 }
 
 async fn sink(kubeconfig: &Path) -> HttpSink {
@@ -313,5 +321,78 @@ fn api_workload_run() {
         );
         assert_eq!(stored.len(), 600);
         assert_eq!(sum, 2_500);
+    });
+}
+
+fn burst_run() {
+    let server = start();
+    let ns = unique("burst");
+    kubectl(&server.admin_kubeconfig, &["create", "namespace", &ns]);
+    actix::System::new().block_on(async {
+        let admin = sink(&server.admin_kubeconfig).await;
+        let p = Pipeline::builder(EventSource::new("kevents-test", "node-1"))
+            .intake(IntakePolicy::CoalesceIfFull {
+                capacity: 8,
+                overflow: kevents_actors::DEFAULT_OVERFLOW_ENTRIES,
+            })
+            .sink(
+                "apiserver",
+                admin.clone(),
+                SinkOptions {
+                    delivery: WatcherPolicy::CoalesceIfFull {
+                        capacity: 8,
+                        overflow: kevents_actors::DEFAULT_OVERFLOW_ENTRIES,
+                    },
+                    ..SinkOptions::default()
+                },
+            )
+            .start();
+        let r = p.recorder();
+        let pods: Vec<ObjectReference> = (0..50)
+            .map(|i| {
+                ObjectReference::new("v1", "Pod", &ns, format!("pod-{i}"))
+                    .with_uid(format!("uid-{i}"))
+            })
+            .collect();
+        for _ in 0..20 {
+            for pod in &pods {
+                assert!(
+                    r.event(pod, EventType::Warning, "BackOff", "restarting")
+                        .unwrap()
+                        .is_queued()
+                );
+            }
+        }
+        let report = p.shutdown(Duration::from_secs(60)).await;
+        assert!(report.completed, "{report:?}");
+        let s = &report.stats;
+        s.check_sinks().unwrap();
+        assert_eq!(s.dropped_total(), 0, "{s:?}");
+        assert!(
+            s.intake_coalesced > 0,
+            "the burst overflowed and merged: {s:?}"
+        );
+        let k = s.sink("apiserver").unwrap();
+        assert!(
+            k.attempts < 1000,
+            "{} writes for 1 000 occurrences: {k:?}",
+            k.attempts
+        );
+        let listed: serde_json::Value = serde_json::from_str(&kubectl(
+            &server.admin_kubeconfig,
+            &["get", "events", "-n", &ns, "-o", "json"],
+        ))
+        .unwrap();
+        let items = listed["items"].as_array().unwrap();
+        assert_eq!(items.len(), 50, "{listed}");
+        assert!(
+            items.iter().all(|e| e["count"] == 20),
+            "every event holds its 20 occurrences: {:?}",
+            items.iter().map(|e| &e["count"]).collect::<Vec<_>>()
+        );
+        eprintln!(
+            "burst of 1 000 repeats of 50 events: {} writes, exact counts",
+            k.attempts
+        );
     });
 }

@@ -198,7 +198,7 @@ impl Pipeline {
             .registry
             .watchers()
             .iter()
-            .map(|w| (w.name().to_owned(), w.depth()))
+            .map(|w| (w.name().to_owned(), w.depth() + w.overflow_occurrences()))
             .filter(|p| p.1 > 0)
             .collect();
 

@@ -161,6 +161,21 @@ mod tests {
         assert_eq!(o.merge(item("a", "R", 5)).ok(), Some(Spilled::Closed));
     }
 
+    /// What a `hot` workload entry counts against the byte bound (docs/semantics.md 3b).
+    #[test]
+    fn a_hot_entry_costs_about_a_kilobyte() {
+        let o = IntakeOverflow::new(8, usize::MAX);
+        let r = ObjectReference::new("v1", "Pod", "bench", "pod-123").with_uid("uid-123");
+        let it = Item::Packed(
+            Time::from_unix_nanos(1),
+            PackedCore::new(&r, EventType::Normal, "Reason3", "message variant 2").unwrap(),
+        );
+        let _ = o.merge(it);
+        let cost = o.lock().overflow.bytes();
+        eprintln!("hot entry: {cost} bytes");
+        assert!((600..=1400).contains(&cost), "{cost}");
+    }
+
     #[test]
     fn different_messages_are_different_identities() {
         let o = IntakeOverflow::new(8, usize::MAX);
