@@ -338,6 +338,30 @@ impl Correlator {
         }
     }
 
+    /// Whether the spam filter has a token for `event` now, taking it if so: what a deferred
+    /// write (an occurrence the filter skipped, kept to be written once its object's bucket
+    /// refills) asks before it is written. Same spam key and bucket as
+    /// [`Correlator::correlate`].
+    ///
+    /// ```
+    /// use kevents_core::{Correlator, CorrelatorOptions, Event, ObjectReference};
+    /// let mut c = Correlator::new(CorrelatorOptions { burst_size: 1, ..Default::default() });
+    /// let mut e = Event::default();
+    /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
+    /// assert!(!c.correlate(e.clone()).skip); // the one token
+    /// assert!(c.correlate(e.clone()).skip);
+    /// assert!(!c.spam_allows(&e)); // no refill yet
+    /// ```
+    pub fn spam_allows(&mut self, event: &Event) -> bool {
+        self.kb_spam.clear();
+        match &self.spam_key_fn {
+            Some(f) => f(event, &mut self.kb_spam),
+            None => spam_key(event, &mut self.kb_spam),
+        }
+        let now = self.clock.now();
+        !self.spam.is_spam(self.kb_spam.as_bytes(), now)
+    }
+
     /// Learns the event as stored by the server after a successful create or patch
     /// (client-go `UpdateState`): its count, firstTimestamp, name and resourceVersion are
     /// cached under its full key.
