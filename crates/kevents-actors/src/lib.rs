@@ -83,7 +83,7 @@ pub use budget::{
     BreakerOptions, BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS, WriteBudget,
 };
 pub use clock::TokioClock;
-pub use core_v1::{SinkFactory, SinkOptions};
+pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
 pub use events_v1::SeriesSinkOptions;
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};

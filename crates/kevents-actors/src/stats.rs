@@ -93,6 +93,13 @@ pub struct SinkSnapshot {
     pub aggregated: u64,
     /// Events the spam filter skipped (not written: a counted drop).
     pub spam_filtered: u64,
+    /// Skipped events whose state is held now, to be written once their object's spam
+    /// bucket refills or at shutdown (`SinkOptions::defer_spam_tails`; one per event, the
+    /// newest). After a shutdown, what did not fit in its deadline.
+    pub deferred: u64,
+    /// Skipped occurrences whose state was kept so far (the newest of an event replaces the
+    /// one it held: counted as `superseded`).
+    pub deferred_total: u64,
     /// Writes that ended in a successful CREATE.
     pub created: u64,
     /// Writes that ended in a successful PATCH.
@@ -190,8 +197,9 @@ impl StatsSnapshot {
     }
 
     /// Checks, for every core/v1 sink chain, that each event its watcher accepted is
-    /// accounted for exactly once: `accepted = spam_filtered + queued + delivered + failed +
-    /// superseded`. Returns the first chain for which it does not hold.
+    /// accounted for exactly once: `accepted = spam_filtered + deferred + queued + delivered +
+    /// failed + superseded` (occurrences; `superseded`: counted in a newer write of the same
+    /// event). Returns the first chain for which it does not hold.
     ///
     /// ```
     /// let s = kevents_actors::StatsSnapshot::default();
@@ -202,10 +210,11 @@ impl StatsSnapshot {
             let accepted = self
                 .watcher(&format!("sink:{}", k.name))
                 .map_or(0, |w| w.accepted);
-            let accounted = k.spam_filtered + k.queued + k.delivered() + k.failed() + k.superseded;
+            let accounted =
+                k.spam_filtered + k.deferred + k.queued + k.delivered() + k.failed() + k.superseded;
             if accepted != accounted {
                 return Err(format!(
-                    "sink {}: accepted {accepted} != spam_filtered + queued + delivered + failed + superseded = {accounted} ({k:?})",
+                    "sink {}: accepted {accepted} != spam_filtered + deferred + queued + delivered + failed + superseded = {accounted} ({k:?})",
                     k.name
                 ));
             }

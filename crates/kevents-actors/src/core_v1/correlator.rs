@@ -3,11 +3,12 @@
 //! the sink's replies.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
-use kevents_core::{Correlator, Event};
+use kevents_core::{Correlator, CorrelatorOptions, Event};
 
-use super::sink::{Abandon, CorrelatedWrite, SinkActor, WriteBatch, WriteDoneBatch};
+use super::sink::{Abandon, CorrelatedWrite, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch};
 use crate::fast_map::FastMap;
 use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded, core_repeat};
 use crate::registry::Registry;
@@ -18,10 +19,57 @@ use crate::telemetry::{Decisions, SinkCounters};
 #[rtype(result = "()")]
 pub(crate) struct StopCorrelator;
 
+/// Write every deferred spam tail now (shutdown); replies once the sink has finished every
+/// write it holds.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct ReleaseTails;
+
+/// How often a chain with deferred spam tails (`SinkOptions::defer_spam_tails`) asks the
+/// spam filter whether a held state may be written; more often when the filter refills
+/// faster (a quarter of its refill period, at least every 100 ms).
+pub const TAIL_CHECK: Duration = Duration::from_secs(30);
+
+/// The newest skipped state of an event, waiting for its object's spam bucket.
+struct Tail {
+    event: Event,
+    patch: Option<Vec<u8>>,
+}
+
+/// Deferred spam tails: one held state per event (`namespace/name`), bounded.
+pub(crate) struct Tails {
+    held: FastMap<Arc<str>, Tail>,
+    cap: usize,
+    check: Duration,
+}
+
+impl Tails {
+    /// Tails for a correlator with `o`'s options: as many events as its LRU holds (4 096 by
+    /// default), checked every [`TAIL_CHECK`] or a quarter of the refill period.
+    pub(crate) fn new(o: &CorrelatorOptions) -> Self {
+        let cap = usize::try_from(o.lru_cache_size)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(4096);
+        let refill = if o.qps > 0.0 && o.qps.is_finite() {
+            Duration::from_secs_f64(f64::from(1.0 / o.qps)).min(TAIL_CHECK * 4)
+        } else {
+            TAIL_CHECK * 4
+        };
+        Tails {
+            held: FastMap::default(),
+            cap,
+            check: (refill / 4).clamp(Duration::from_millis(100), TAIL_CHECK),
+        }
+    }
+}
+
 /// The Correlator actor.
 pub(crate) struct CorrelatorActor {
     correlator: Correlator,
     sink: Option<Addr<SinkActor>>,
+    /// Deferred spam tails, when the chain keeps them.
+    tails: Option<Tails>,
     /// Writes sent and not yet answered, per event (`namespace/name`). The server's state is
     /// learnt only from the answer to the latest write of an event: an older answer would
     /// roll the cached count back.
@@ -36,12 +84,14 @@ impl CorrelatorActor {
     pub(crate) fn new(
         correlator: Correlator,
         sink: Addr<SinkActor>,
+        tails: Option<Tails>,
         counters: Arc<SinkCounters>,
         registry: Arc<Registry>,
     ) -> Self {
         CorrelatorActor {
             correlator,
             sink: Some(sink),
+            tails,
             in_flight: FastMap::default(),
             key_buf: String::new(),
             counters,
@@ -109,15 +159,57 @@ impl CorrelatorActor {
         if c.aggregated {
             t.aggregated += 1;
         }
-        if c.skip {
-            t.spam_filtered += 1;
-            return;
-        }
         let buf = &mut self.key_buf;
         buf.clear();
         buf.push_str(&c.event.metadata.namespace);
         buf.push('/');
         buf.push_str(&c.event.metadata.name);
+        if c.skip {
+            if let Some(tails) = &mut self.tails {
+                if let Some(held) = tails.held.get_mut(buf.as_str()) {
+                    // The newer state counts the older one's occurrences.
+                    *held = Tail {
+                        event: c.event,
+                        patch: c.patch,
+                    };
+                    self.counters.tail_kept(true);
+                    return;
+                }
+                if tails.held.len() < tails.cap {
+                    let key: Arc<str> = Arc::from(buf.as_str());
+                    tails.held.insert(
+                        key,
+                        Tail {
+                            event: c.event,
+                            patch: c.patch,
+                        },
+                    );
+                    self.counters.tail_kept(false);
+                    return;
+                }
+            }
+            t.spam_filtered += 1;
+            return;
+        }
+        if let Some(tails) = &mut self.tails
+            && tails.held.remove(buf.as_str()).is_some()
+        {
+            // This write carries a newer state than the one held.
+            self.counters.tail_superseded();
+        }
+        self.push_write(c.event, c.patch, slot, writes);
+    }
+
+    /// Queues the write of `event` (a CREATE, or the PATCH `patch`), counting it in flight
+    /// for its event (`self.key_buf` holds its `namespace/name`).
+    fn push_write(
+        &mut self,
+        event: Event,
+        patch: Option<Vec<u8>>,
+        slot: DeliverySlot,
+        writes: &mut Vec<CorrelatedWrite>,
+    ) {
+        let buf = &self.key_buf;
         let key = match self.in_flight.get_key_value(buf.as_str()) {
             Some((k, _)) => {
                 let k = Arc::clone(k);
@@ -134,10 +226,46 @@ impl CorrelatorActor {
         };
         writes.push(CorrelatedWrite {
             key,
-            event: c.event,
-            patch: c.patch,
+            event,
+            patch,
             slot,
         });
+    }
+
+    /// Writes the held tails whose object's spam bucket has a token again (every one when
+    /// `all`, at shutdown).
+    fn release_tails(&mut self, all: bool) {
+        let Some(tails) = &mut self.tails else { return };
+        if tails.held.is_empty() || self.sink.is_none() {
+            return;
+        }
+        let correlator = &mut self.correlator;
+        let ready: Vec<Arc<str>> = tails
+            .held
+            .iter()
+            .filter(|(_, tail)| all || correlator.spam_allows(&tail.event))
+            .map(|(k, _)| Arc::clone(k))
+            .collect();
+        let mut writes = Vec::with_capacity(ready.len());
+        for k in ready {
+            let Some(tail) = self.tails.as_mut().and_then(|t| t.held.remove(&k)) else {
+                continue;
+            };
+            self.key_buf.clear();
+            self.key_buf.push_str(&k);
+            self.push_write(
+                tail.event,
+                tail.patch,
+                DeliverySlot::detached(),
+                &mut writes,
+            );
+        }
+        self.counters.tails_released(writes.len() as u64);
+        if !writes.is_empty()
+            && let Some(sink) = &self.sink
+        {
+            sink.do_send(WriteBatch(writes));
+        }
     }
 
     /// Correlates the events in order and hands their writes to the sink in one message.
@@ -159,8 +287,11 @@ impl CorrelatorActor {
 impl Actor for CorrelatorActor {
     type Context = Context<Self>;
 
-    fn started(&mut self, _: &mut Context<Self>) {
+    fn started(&mut self, ctx: &mut Context<Self>) {
         self.registry.actor_started();
+        if let Some(t) = &self.tails {
+            ctx.run_interval(t.check, |act, _| act.release_tails(false));
+        }
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -201,6 +332,23 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
                 }
             }
         }
+    }
+}
+
+impl Handler<ReleaseTails> for CorrelatorActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: ReleaseTails, _: &mut Context<Self>) -> Self::Result {
+        if self.tails.is_none() {
+            return Box::pin(async {});
+        }
+        self.release_tails(true);
+        let sink = self.sink.clone();
+        Box::pin(async move {
+            if let Some(sink) = sink {
+                let _ = sink.send(WhenIdle).await;
+            }
+        })
     }
 }
 

@@ -22,7 +22,9 @@ use crate::policy::{RetryPolicy, WatcherPolicy};
 use crate::queue::WatcherQueue;
 use crate::registry::Registry;
 use crate::telemetry::SinkCounters;
-pub(crate) use correlator::{CorrelatorActor, StopCorrelator};
+pub use correlator::TAIL_CHECK;
+use correlator::Tails;
+pub(crate) use correlator::{CorrelatorActor, ReleaseTails, StopCorrelator};
 use sink::SinkActor;
 pub use sink::SinkFactory;
 
@@ -64,6 +66,16 @@ pub struct SinkOptions {
     ///
     /// [`PipelineBuilder::write_budget`]: crate::PipelineBuilder::write_budget
     pub budget: Option<WriteBudget>,
+    /// Deferred spam tails (off by default: client-go skips them for good). An occurrence the
+    /// spam filter skips keeps its event's newest state (count, lastTimestamp, message);
+    /// that state is written once the object's bucket has a token again (checked every
+    /// [`TAIL_CHECK`], at most), or on [`Pipeline::shutdown`](crate::Pipeline::shutdown)
+    /// within its deadline, so an event whose repeats stop while its object is throttled
+    /// still ends with its final count. A newer state of the same event (kept or written)
+    /// replaces the held one (`superseded`). At most one held state per event, at most as
+    /// many events as the correlator's LRU size (4 096 by default); beyond that a skipped
+    /// occurrence is dropped as `spam_filtered`, as without the option.
+    pub defer_spam_tails: bool,
 }
 
 impl Default for SinkOptions {
@@ -76,6 +88,7 @@ impl Default for SinkOptions {
             rebuild: None,
             coalesce: true,
             budget: None,
+            defer_spam_tails: false,
         }
     }
 }
@@ -90,6 +103,7 @@ impl std::fmt::Debug for SinkOptions {
             .field("rebuild", &self.rebuild.as_ref().map(|_| "factory"))
             .field("coalesce", &self.coalesce)
             .field("budget", &self.budget)
+            .field("defer_spam_tails", &self.defer_spam_tails)
             .finish()
     }
 }
@@ -148,9 +162,13 @@ pub(crate) fn spawn_chain(
             Some(home) => Supervisor::start_in_arbiter(home, move |_| actor),
             None => Supervisor::start(move |_| actor),
         };
+        let tails = options
+            .defer_spam_tails
+            .then(|| Tails::new(&options.correlator));
         CorrelatorActor::new(
             Correlator::new(options.correlator),
             sink,
+            tails,
             counters,
             registry,
         )

@@ -53,6 +53,11 @@ pub(crate) struct WriteDoneBatch(pub(crate) Vec<WriteDone>);
 #[rtype(result = "u64")]
 pub(crate) struct Abandon;
 
+/// Replies once the sink holds no write (queued or in flight).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct WhenIdle;
+
 /// A queued write: shared, so retries need no copy.
 pub(crate) struct QueuedWrite {
     event: Arc<Event>,
@@ -96,6 +101,8 @@ pub(crate) struct SinkActor {
     registry: Arc<Registry>,
     abandoned: bool,
     restarting: bool,
+    /// Answered when the writer is empty ([`WhenIdle`]).
+    idle_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl SinkActor {
@@ -122,6 +129,7 @@ impl SinkActor {
             registry,
             abandoned: false,
             restarting: false,
+            idle_waiters: Vec::new(),
         }
     }
 
@@ -279,6 +287,11 @@ impl KeyedWrites for SinkActor {
     /// handler call rather than once per write).
     fn pumped(&mut self, _: &mut Context<Self>) {
         self.counters.gauges(self.writer.in_flight());
+        if self.writer.len() == 0 {
+            for w in self.idle_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
         if self.done.is_empty() {
             return;
         }
@@ -347,6 +360,21 @@ impl Handler<WriteBatch> for SinkActor {
             }
         }
         pump(self, ctx);
+    }
+}
+
+impl Handler<WhenIdle> for SinkActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: WhenIdle, _: &mut Context<Self>) -> Self::Result {
+        if self.writer.len() == 0 || self.abandoned {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.idle_waiters.push(tx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

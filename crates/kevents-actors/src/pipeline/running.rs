@@ -10,7 +10,7 @@ use thiserror::Error;
 use super::report::ShutdownReport;
 use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregister, WatcherId};
 use crate::budget::WriteBudget;
-use crate::core_v1::{SinkChain, SinkOptions, SinkSpec, StopCorrelator, spawn_chain};
+use crate::core_v1::{ReleaseTails, SinkChain, SinkOptions, SinkSpec, StopCorrelator, spawn_chain};
 use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
@@ -175,6 +175,7 @@ impl Pipeline {
         self.intake.close();
         let recorder_addr = self.recorder_addr.clone();
         let broadcaster = self.broadcaster.clone();
+        let tails: Vec<_> = self.sinks.iter().map(|c| c.correlator.clone()).collect();
         let flush: Vec<_> = self
             .series
             .iter()
@@ -185,9 +186,13 @@ impl Pipeline {
             recorder_addr.send(CloseIntake).await.ok()?;
             let watchers = broadcaster.send(Drained).await.ok()?;
             wait_idle(&watchers).await;
-            // Every event is observed: write the latest count of every open series.
+            // Every event is observed: write the latest count of every open series, and every
+            // deferred spam tail.
             for s in flush {
                 s.send(FlushSeries).await.ok()?;
+            }
+            for c in tails {
+                c.send(ReleaseTails).await.ok()?;
             }
             Some(())
         };

@@ -40,6 +40,10 @@ pub(crate) struct SinkCounters {
     correlated: Counter,
     aggregated: Counter,
     spam_filtered: Counter,
+    /// Occurrences the spam filter skipped whose state was kept to be written later.
+    deferred_total: Counter,
+    /// Deferred states held now (one per event).
+    deferred: AtomicU64,
     created: Counter,
     patched: Counter,
     recreated: Counter,
@@ -69,6 +73,8 @@ impl SinkCounters {
             correlated: ev("correlated"),
             aggregated: ev("aggregated"),
             spam_filtered: ev("spam_filtered"),
+            deferred_total: ev("deferred"),
+            deferred: AtomicU64::new(0),
             created: wr("created"),
             patched: wr("patched"),
             recreated: wr("recreated"),
@@ -96,6 +102,28 @@ impl SinkCounters {
         self.aggregated.add(d.aggregated);
         self.spam_filtered.add(d.spam_filtered);
         self.abandoned.add(d.abandoned);
+    }
+
+    /// A skipped occurrence's state was kept to be written later; `replaced`: it replaced
+    /// an older kept state of the same event (whose occurrences it counts: superseded).
+    pub(crate) fn tail_kept(&self, replaced: bool) {
+        self.deferred_total.add(1);
+        if replaced {
+            self.superseded.add(1);
+        } else {
+            self.deferred.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A kept state was replaced by a newer write of the same event (superseded).
+    pub(crate) fn tail_superseded(&self) {
+        self.deferred.fetch_sub(1, Ordering::Relaxed);
+        self.superseded.add(1);
+    }
+
+    /// `n` kept states became writes (counted as queued by the sink actor).
+    pub(crate) fn tails_released(&self, n: u64) {
+        self.deferred.fetch_sub(n, Ordering::Relaxed);
     }
 
     /// `n` writes entered the sink actor's queues.
@@ -154,6 +182,8 @@ impl SinkCounters {
             correlated: self.correlated.get(),
             aggregated: self.aggregated.get(),
             spam_filtered: self.spam_filtered.get(),
+            deferred: self.deferred.load(Ordering::Relaxed),
+            deferred_total: self.deferred_total.get(),
             created: self.created.get(),
             patched: self.patched.get(),
             recreated: self.recreated.get(),
