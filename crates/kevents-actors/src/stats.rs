@@ -12,7 +12,7 @@
 //! | `kevents_broadcast_total` | | events the broadcaster distributed |
 //! | `kevents_watcher_accepted_total` | `watcher` | events queued for a watcher |
 //! | `kevents_watcher_dropped_total` | `watcher`, `reason` = `full`, `closed` | events a watcher did not get |
-//! | `kevents_sink_events_total` | `sink`, `outcome` = `correlated`, `aggregated`, `spam_filtered` | correlator decisions |
+//! | `kevents_sink_events_total` | `sink`, `outcome` = `correlated`, `aggregated`, `spam_filtered`, `deferred` | correlator decisions |
 //! | `kevents_sink_writes_total` | `sink`, `outcome` = `created`, `patched`, `recreated`, `rejected`, `retry_exhausted`, `abandoned`, `superseded` | finished writes (`superseded`: replaced by a newer write of the same event before it started) |
 //! | `kevents_sink_attempts_total` | `sink` | requests made (including retries) |
 //! | `kevents_sink_restarts_total` | `sink` | supervisor restarts (panics, fatal errors) |
@@ -142,9 +142,10 @@ impl SinkSnapshot {
 /// For every emitted occurrence exactly one of these holds: it was refused
 /// (`dropped_invalid`, `dropped_intake_full`, `dropped_after_shutdown`), or it was
 /// `recorded`. A recorded occurrence is still in the intake (`intake_depth`) or was
-/// `broadcast`; for each watcher a broadcast event was `accepted` or dropped
-/// (`dropped_full`, `dropped_closed`); for a sink chain an accepted event is
-/// `spam_filtered`, queued/in flight, or ends in exactly one write outcome: stored
+/// `broadcast`; for each watcher a broadcast event was `accepted`, is held in its overflow
+/// table (coalesce-if-full), or was dropped (`dropped_full`, `dropped_closed`); for a sink
+/// chain an accepted event is `spam_filtered`, `deferred` (its state held to be written
+/// later), queued/in flight, or ends in exactly one write outcome: stored
 /// ([`SinkSnapshot::delivered`]), given up ([`SinkSnapshot::failed`]) or
 /// [`superseded`](SinkSnapshot::superseded) by a newer write of the same event, which carries
 /// its count ([`StatsSnapshot::check_sinks`]).

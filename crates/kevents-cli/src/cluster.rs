@@ -715,6 +715,11 @@ pub struct Totals {
     pub dropped_closed: u64,
     /// Skipped by the spam filter.
     pub spam_filtered: u64,
+    /// Skipped by the spam filter, their state held to be written later (deferred spam
+    /// tails; what is still held).
+    pub deferred: u64,
+    /// Events held in the sink chains' overflow tables (coalesce-if-full).
+    pub overflow: u64,
     /// Folded into an aggregate event.
     pub aggregated: u64,
     /// Writes ending in a CREATE.
@@ -752,9 +757,11 @@ impl Totals {
                 t.accepted += w.accepted;
                 t.dropped_queue_full += w.dropped_full;
                 t.dropped_closed += w.dropped_closed;
+                t.overflow += w.overflow;
             }
             for k in &s.sinks {
                 t.spam_filtered += k.spam_filtered;
+                t.deferred += k.deferred;
                 t.aggregated += k.aggregated;
                 t.created += k.created;
                 t.patched += k.patched;
@@ -800,14 +807,18 @@ impl Totals {
             ("emitted = queued + refused", emitted, self.queued + refused),
             ("queued = broadcast", self.queued, self.broadcast),
             (
-                "broadcast = accepted + dropped by a sink queue",
+                "broadcast = accepted + overflow + dropped by a sink queue",
                 self.broadcast,
-                self.accepted + self.dropped_queue_full + self.dropped_closed,
+                self.accepted + self.overflow + self.dropped_queue_full + self.dropped_closed,
             ),
             (
-                "accepted = spam-filtered + delivered + failed + superseded",
+                "accepted = spam-filtered + deferred + delivered + failed + superseded",
                 self.accepted,
-                self.spam_filtered + self.delivered() + self.failed() + self.superseded,
+                self.spam_filtered
+                    + self.deferred
+                    + self.delivered()
+                    + self.failed()
+                    + self.superseded,
             ),
         ];
         for (what, left, right) in checks {

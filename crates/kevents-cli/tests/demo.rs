@@ -120,6 +120,56 @@ fn demo_shows_the_story_and_every_counter_adds_up() {
     );
 }
 
+/// The side-by-side table: `  row   a   b   c` lines after "the same story".
+fn side_by_side(stdout: &str) -> BTreeMap<String, [u64; 3]> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("the same story"))
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let n = words.len();
+            let v: Vec<u64> = words[n.checked_sub(3)?..]
+                .iter()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            Some((words[..n - 3].join(" "), v.try_into().ok()?))
+        })
+        .collect()
+}
+
+/// The story under client-go's policies, kevents' defaults and deferred tails: the same
+/// occurrences; with deferred tails every one of them ends in a stored count, while with
+/// client-go's policies the spam filter's tails never land.
+#[test]
+fn demo_ends_with_the_policies_side_by_side() {
+    let stdout = run_demo();
+    let t = side_by_side(&stdout);
+    let row = |k: &str| {
+        *t.get(k)
+            .unwrap_or_else(|| panic!("row {k:?} missing:\n{stdout}"))
+    };
+    let [emitted, _, _] = row("occurrences emitted");
+    assert_eq!(row("occurrences emitted"), [emitted; 3]);
+    let c = counters(&stdout);
+    assert_eq!(emitted, c["emitted"]);
+    let [client_go, defaults, tails] = row("sum of stored counts");
+    assert_eq!(
+        defaults, c["stored count sum"],
+        "the defaults column is the run above"
+    );
+    assert!(client_go < emitted, "{t:?}");
+    assert_eq!(
+        tails, emitted,
+        "deferred tails: every occurrence counted: {t:?}"
+    );
+    assert_eq!(row("occurrences not in a stored count")[2], 0);
+    let [r_client_go, r_defaults, _] = row("requests sent");
+    assert!(r_defaults <= r_client_go, "{t:?}");
+    assert_eq!(row("events stored")[1], c["stored events"]);
+}
+
 #[test]
 fn demo_is_deterministic() {
     let a = counters(&run_demo());

@@ -11,7 +11,8 @@ pub(crate) const BROADCAST: &str = "kevents_broadcast_total";
 pub(crate) const WATCHER_ACCEPTED: &str = "kevents_watcher_accepted_total";
 /// Counter, labels `watcher`, `reason` (`full`, `closed`): events a watcher did not get.
 pub(crate) const WATCHER_DROPPED: &str = "kevents_watcher_dropped_total";
-/// Counter, labels `sink`, `outcome` (`correlated`, `aggregated`, `spam_filtered`).
+/// Counter, labels `sink`, `outcome` (`correlated`, `aggregated`, `spam_filtered`,
+/// `deferred`).
 pub(crate) const SINK_EVENTS: &str = "kevents_sink_events_total";
 /// Counter, labels `sink`, `outcome` (`created`, `patched`, `recreated`, `rejected`,
 /// `retry_exhausted`, `abandoned`, `superseded`).
@@ -90,7 +91,7 @@ pub(crate) const ALL: [(&str, Kind, &str); 23] = [
     (
         SINK_EVENTS,
         Kind::Counter,
-        "Correlator decisions of a core/v1 sink chain (correlated, aggregated, spam_filtered).",
+        "Correlator decisions of a core/v1 sink chain (correlated, aggregated, spam_filtered, deferred).",
     ),
     (
         SINK_WRITES,

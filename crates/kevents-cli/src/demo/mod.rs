@@ -25,13 +25,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use kevents_actors::{Pipeline, RetryPolicy, ShutdownReport, SinkOptions, StatsSnapshot};
+use kevents_actors::{
+    Classifier, IntakePolicy, Pipeline, RetryPolicy, ShutdownReport, SinkOptions, StatsSnapshot,
+    WatcherPolicy, WriteBudget,
+};
 use kevents_core::{
     Clock as _, CorrelatorOptions, Event, EventSink, EventSource, SharedClock, SystemClock, Time,
     VirtualClock,
 };
 use kevents_http::{HttpConfig, HttpSink};
-use kevents_sim::{SimConfig, SimHandle, Simulator};
+use kevents_sim::{MemoryApiServer, SimConfig, SimHandle, Simulator};
 
 use crate::cluster::{
     self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink, is_idle,
@@ -80,6 +83,52 @@ const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
 const READ_BACK_TIMEOUT: Duration = Duration::from_secs(30);
 /// Refused occurrences reported one by one; the rest are counted.
 const REFUSALS_SHOWN: u64 = 3;
+
+/// The queue and write policies a story is played with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Policies {
+    /// client-go's: drop-if-full queues of 1 000, one write per correlator result, no write
+    /// budget, client-go's error classification, spam-filtered tails skipped.
+    ClientGo,
+    /// kevents' defaults (what the demo writes to the apiserver with).
+    Defaults,
+    /// kevents' defaults with deferred spam tails (`SinkOptions::defer_spam_tails`).
+    DeferredTails,
+}
+
+impl Policies {
+    fn intake(self) -> IntakePolicy {
+        match self {
+            Policies::ClientGo => IntakePolicy::DropIfFull { capacity: 1000 },
+            Policies::Defaults | Policies::DeferredTails => IntakePolicy::default(),
+        }
+    }
+
+    fn sink_options(self, correlator: CorrelatorOptions) -> SinkOptions {
+        let defaults = SinkOptions {
+            correlator,
+            retry: RetryPolicy::default(),
+            ..SinkOptions::default()
+        };
+        match self {
+            Policies::ClientGo => SinkOptions {
+                delivery: WatcherPolicy::DropIfFull { capacity: 1000 },
+                coalesce: false,
+                budget: Some(WriteBudget::off()),
+                retry: RetryPolicy {
+                    classifier: Classifier::ClientGo,
+                    ..RetryPolicy::default()
+                },
+                ..defaults
+            },
+            Policies::Defaults => defaults,
+            Policies::DeferredTails => SinkOptions {
+                defer_spam_tails: true,
+                ..defaults
+            },
+        }
+    }
+}
 
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -153,6 +202,7 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
         &clock,
         Duration::from_millis(args.pace_ms),
         std::io::stderr().is_terminal(),
+        Policies::Defaults,
     )
     .await;
     let totals = played.totals();
@@ -228,10 +278,14 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     match &accounted {
         Ok(()) => writeln!(
             out,
-            "accounting: every occurrence is accounted for (emitted = queued + dropped; queued = spam-filtered + written + failed)"
+            "accounting: every occurrence is accounted for (emitted = queued + dropped; queued = spam-filtered + deferred + written + failed + superseded)"
         )?,
         Err(e) => writeln!(out, "accounting: MISMATCH: {e}")?,
     }
+    drop(out);
+    let side_by_side = compare(&story, start, played.emitted).await;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{side_by_side}")?;
     drop(out);
     if let Target::Sim(sim) = target {
         sim.shutdown().await;
@@ -277,6 +331,71 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// The story played again in memory (an in-process apiserver store, no pacing) under
+/// client-go's policies, kevents' defaults, and kevents' defaults with deferred spam tails:
+/// requests, events stored and the sum of their counts, side by side.
+async fn compare(story: &[Step], start: Time, emitted: u64) -> String {
+    use std::fmt::Write as _;
+    let columns = [
+        ("client-go policies", Policies::ClientGo),
+        ("kevents defaults", Policies::Defaults),
+        ("+ deferred tails", Policies::DeferredTails),
+    ];
+    let mut cells: Vec<[u64; 5]> = Vec::new();
+    for (_, policies) in columns {
+        let api = MemoryApiServer::new();
+        let health = Arc::new(Health::default());
+        let played = play(
+            story,
+            &WatchedSink::new(api.clone(), Arc::clone(&health)),
+            &health,
+            &VirtualClock::new(start),
+            Duration::ZERO,
+            false,
+            policies,
+        )
+        .await;
+        let t = played.totals();
+        let stored = api.list();
+        let sum: u64 = stored
+            .iter()
+            .map(|e| u64::try_from(e.count).unwrap_or(0))
+            .sum();
+        cells.push([
+            played.emitted,
+            t.requests(),
+            stored.len() as u64,
+            sum,
+            played.emitted.saturating_sub(sum),
+        ]);
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nthe same story ({emitted} occurrences) under each policy, played again in memory:"
+    );
+    let _ = write!(out, "  {:<34}", "");
+    for (name, _) in columns {
+        let _ = write!(out, "{name:>20}");
+    }
+    out.push('\n');
+    let rows = [
+        "occurrences emitted",
+        "requests sent",
+        "events stored",
+        "sum of stored counts",
+        "occurrences not in a stored count",
+    ];
+    for (i, row) in rows.iter().enumerate() {
+        let _ = write!(out, "  {row:<34}");
+        for c in &cells {
+            let _ = write!(out, "{:>20}", c[i]);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Every event of `namespace`, within [`READ_BACK_TIMEOUT`]; the error says why not.
@@ -384,10 +503,11 @@ async fn play(
     clock: &VirtualClock,
     pace: Duration,
     tty: bool,
+    policies: Policies,
 ) -> Played {
     let span = scenario::STORY_SECS;
     let start = clock.now();
-    let options = SinkOptions::default();
+    let options = policies.sink_options(CorrelatorOptions::default());
     let mut notes = WaitNotes::new(
         NOTE_EVERY,
         options.retry.sleep,
@@ -405,19 +525,16 @@ async fn play(
             let shared: SharedClock = Arc::new(clock.clone());
             Pipeline::builder(EventSource::new(*component, host))
                 .clock(Arc::clone(&shared))
+                .intake(policies.intake())
                 .sink(
                     "apiserver",
                     sink.clone(),
-                    SinkOptions {
-                        // The spam filter's refill and aggregate events' timestamps follow
-                        // the story's clock too.
-                        correlator: CorrelatorOptions {
-                            clock: Some(shared),
-                            ..CorrelatorOptions::default()
-                        },
-                        retry: RetryPolicy::default(),
-                        ..SinkOptions::default()
-                    },
+                    // The spam filter's refill and aggregate events' timestamps follow the
+                    // story's clock too.
+                    policies.sink_options(CorrelatorOptions {
+                        clock: Some(shared),
+                        ..CorrelatorOptions::default()
+                    }),
                 )
                 .start()
         })
@@ -564,6 +681,7 @@ mod tests {
             &clock,
             Duration::ZERO,
             false,
+            Policies::Defaults,
         ));
         (played, server)
     }
