@@ -30,6 +30,20 @@ pub struct FaultsArgs {
     /// occurrences, in order, wrapping around).
     #[arg(long, default_value_t = 50)]
     pub rate: u64,
+    /// `coalesce`: the library's defaults (coalesce-if-full intake and sink queue of 1 000,
+    /// coalescing writes, the write budget and its circuit breaker); `drop`: drop-if-full
+    /// intake and sink queue of 1 000 (client-go's queues), writes coalesced all the same.
+    #[arg(long, value_enum, default_value = "coalesce")]
+    pub policy: FaultsPolicy,
+}
+
+/// The queue policies of `kevents bench faults`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultsPolicy {
+    /// The library's defaults.
+    Coalesce,
+    /// Drop-if-full queues of 1 000.
+    Drop,
 }
 
 /// Latency figures of a set of calls, in nanoseconds.
@@ -52,6 +66,8 @@ fn latency(mut ns: Vec<u64>) -> serde_json::Value {
 struct Depths {
     intake: u64,
     watcher: u64,
+    /// Occurrences held in the sink chain's overflow table.
+    overflow: u64,
     sink_queued: u64,
 }
 
@@ -60,6 +76,7 @@ impl Depths {
         self.intake = self.intake.max(s.intake_depth);
         for w in &s.watchers {
             self.watcher = self.watcher.max(w.depth);
+            self.overflow = self.overflow.max(w.overflow);
         }
         for k in &s.sinks {
             self.sink_queued = self.sink_queued.max(k.queued);
@@ -120,17 +137,24 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
     let sink = HttpSink::new(config)?;
     let intake_capacity = 1000;
     let watcher_capacity = 1000;
+    let (intake, delivery) = match args.policy {
+        FaultsPolicy::Coalesce => (IntakePolicy::default(), WatcherPolicy::sink_default()),
+        FaultsPolicy::Drop => (
+            IntakePolicy::DropIfFull {
+                capacity: intake_capacity,
+            },
+            WatcherPolicy::DropIfFull {
+                capacity: watcher_capacity,
+            },
+        ),
+    };
     let options = SinkOptions {
-        delivery: WatcherPolicy::DropIfFull {
-            capacity: watcher_capacity,
-        },
+        delivery,
         ..SinkOptions::default()
     };
     let retry = options.retry.clone();
     let pipeline = Pipeline::builder(EventSource::new("bench", "node"))
-        .intake(IntakePolicy::DropIfFull {
-            capacity: intake_capacity,
-        })
+        .intake(intake)
         .sink("apiserver", sink, options)
         .start();
     let w = Workload::API;
@@ -177,10 +201,22 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
     let emitted = (emitted_before + emitted_during) as u64;
     let held_at_recovery = at_recovery
         .watcher("sink:apiserver")
-        .map(|w| w.depth)
+        .map(|w| w.depth + w.overflow)
         .unwrap_or(0);
-    let result = json!({
+    let coalesced_watcher = report
+        .stats
+        .watcher("sink:apiserver")
+        .map_or(0, |w| w.coalesced);
+    // Every occurrence that passed the spam filter is in a stored count unless it was lost:
+    // dropped at a full queue, or its write given up.
+    let lost = t.dropped_intake_full
+        + t.dropped_queue_full
+        + t.dropped_closed
+        + t.dropped_after_shutdown
+        + t.failed();
+    let mut result = json!({
         "scenario": "outage",
+        "policy": match args.policy { FaultsPolicy::Coalesce => "coalesce", FaultsPolicy::Drop => "drop" },
         "outage_secs": args.outage_secs,
         "baseline_secs": args.baseline_secs,
         "rate_per_s": args.rate,
@@ -194,6 +230,7 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
         "watcher_capacity": watcher_capacity,
         "max_intake_depth": depths.intake,
         "max_watcher_depth": depths.watcher,
+
         "max_sink_queued": depths.sink_queued,
         "held_at_recovery": held_at_recovery,
         "delivered_before_outage": delivered_before,
@@ -217,6 +254,18 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
         "accounting_ok": t.check(emitted).is_ok(),
         "peak_rss_bytes": peak_rss_bytes(),
     });
+    // Coalescing: what the overflow tables and the writer merged, and what was lost anyway.
+    let coalescing = json!({
+        "max_watcher_overflow": depths.overflow,
+        "coalesced_intake": report.stats.intake_coalesced,
+        "coalesced_watcher": coalesced_watcher,
+        "superseded": t.superseded,
+        "circuit_opens": report.stats.budgets.iter().map(|b| b.circuit_opens).sum::<u64>(),
+        "lost": lost,
+    });
+    if let (Some(r), serde_json::Value::Object(c)) = (result.as_object_mut(), coalescing) {
+        r.extend(c);
+    }
     sim.shutdown().await;
     Ok(result)
 }

@@ -379,6 +379,32 @@ impl HttpSink {
             .map_err(|e| unexpected(format_args!("not a version: {e}")))
     }
 
+    /// `GET /metrics`: the apiserver's own metrics in Prometheus' text format, read up to
+    /// 32 MiB (a larger answer is an error). Needs the `get` verb on the non-resource URL
+    /// `/metrics` (cluster admins have it).
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_core::SinkError> {
+    /// let text = sink.server_metrics().await?;
+    /// let lines = text.lines().filter(|l| l.starts_with("apiserver_request_total{")).count();
+    /// # Ok(()) }
+    /// ```
+    pub async fn server_metrics(&self) -> Result<String, SinkError> {
+        const CAP: usize = 32 << 20;
+        let url = self.url(&["metrics"], None)?;
+        let answer = self
+            .send_capped(Method::GET, url, &Body::Empty, CAP)
+            .await?;
+        if !answer.status.is_success() {
+            return Err(status_error(&answer));
+        }
+        if answer.oversized {
+            return Err(oversized(CAP));
+        }
+        String::from_utf8(answer.body.to_vec())
+            .map_err(|e| unexpected(format_args!("metrics are not UTF-8: {e}")))
+    }
+
     /// One request, its answer read up to `max_response_bytes`.
     pub(crate) async fn send(
         &self,
