@@ -6,7 +6,8 @@
 # nothing has to be on crates.io yet. kevents-testkit and kevents-cli are `publish = false`.
 #
 # Usage: bash scripts/package.sh [extra cargo package flags, e.g. --no-verify]
-# Result: $CARGO_TARGET_DIR/package/*.crate (default target/package/).
+# Result: $CARGO_TARGET_DIR/package/*.crate (default target/package/). The verification
+# builds go to a target directory of their own, $CARGO_TARGET_DIR-package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,12 +27,22 @@ registry="${CARGO_HOME:-$HOME/.cargo}/registry"
 for crate in "${crates[@]}"; do
     rm -rf "$registry"/src/*/"$crate-$version" "$registry"/cache/*/"$crate-$version.crate"
 done
+# Cargo also treats a registry crate of a given version as immutable in the target
+# directory: a kevents-core built from an earlier package run would be linked again. The
+# verification therefore builds in a target directory of its own (third-party crates stay
+# cached there), from which every kevents artifact is removed first.
+dir="${CARGO_TARGET_DIR:-target}/package"
+verify="${CARGO_TARGET_DIR:-target}-package"
+rm -rf "$verify"/debug/.fingerprint/kevents* "$verify"/debug/deps/*kevents* \
+    "$verify"/debug/build/kevents* "$verify"/package
 
 # --allow-dirty: this checks that the crates package and build; it does not publish.
-cargo package --workspace --locked --allow-dirty \
+CARGO_TARGET_DIR="$verify" cargo package --workspace --locked --allow-dirty \
     --exclude kevents-testkit --exclude kevents-cli "$@"
-
-dir="${CARGO_TARGET_DIR:-target}/package"
+mkdir -p "$dir"
+for crate in "${crates[@]}"; do
+    cp "$verify/package/$crate-$version.crate" "$dir/"
+done
 for crate in "${crates[@]}"; do
     file="$dir/$crate-$version.crate"
     # The license text ships with every crate (a symlink to the root LICENSE in each
