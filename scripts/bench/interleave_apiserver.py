@@ -13,7 +13,10 @@ are deleted before each run (the kevents bench does it itself). Prints one JSON 
 pair and a summary with the medians and the median of the per-pair ratios of seconds
 (client-go's over kevents').
 """
-import argparse, json, re, statistics, subprocess, sys
+import argparse, json, os, re, statistics, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interleave import run_json  # noqa: E402
 
 WRITE = re.compile(r'^apiserver_request_total\{[^}]*resource="events"[^}]*verb="(POST|PATCH|CREATE)"[^}]*\} (\S+)$')
 
@@ -24,17 +27,9 @@ def event_writes(kubeconfig):
     return sum(int(float(m.group(2))) for m in map(WRITE.match, text.splitlines()) if m)
 
 
-def last_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    lines = [l for l in out.splitlines() if l.startswith("{")]
-    if not lines:
-        sys.exit(f"no JSON from {' '.join(cmd)}:\n{out}")
-    return json.loads(lines[-1])
-
-
 def counted(kubeconfig, cmd):
     before = event_writes(kubeconfig)
-    j = last_json(cmd)
+    j = run_json(cmd)
     j["apiserver_event_writes_scraped"] = event_writes(kubeconfig) - before
     return j
 

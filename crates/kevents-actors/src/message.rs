@@ -279,7 +279,7 @@ impl EventMessage {
     /// [`IntakePolicy::CoalesceIfFull`](crate::IntakePolicy::CoalesceIfFull)). A watcher that
     /// counts events should add this, not 1.
     pub fn occurrences(&self) -> u64 {
-        1 + self.repeats.map_or(0, |r| r.more)
+        crate::overflow::stands_for(self.repeats)
     }
 
     /// The repeats merged into this message (`None` for a single occurrence): how many and

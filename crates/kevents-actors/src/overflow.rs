@@ -102,6 +102,11 @@ pub struct Repeats {
     pub last: Time,
 }
 
+/// The occurrences a first occurrence with `repeats` stands for.
+pub(crate) fn stands_for(repeats: Option<Repeats>) -> u64 {
+    1 + repeats.map_or(0, |r| r.more)
+}
+
 impl Repeats {
     /// Adds `other`'s occurrences (`times` of them, the newest at `last`).
     pub(crate) fn add(this: Option<Repeats>, times: u64, last: Time) -> Option<Repeats> {
@@ -125,7 +130,7 @@ pub(crate) struct Drained<V> {
 impl<V> Drained<V> {
     /// The occurrences this entry stands for.
     pub(crate) fn times(&self) -> u64 {
-        1 + self.repeats.map_or(0, |r| r.more)
+        stands_for(self.repeats)
     }
 }
 
@@ -192,7 +197,7 @@ impl<V> Overflow<V> {
         repeats: Option<Repeats>,
         last: Time,
     ) -> Merge<V> {
-        let times = 1 + repeats.map_or(0, |r| r.more);
+        let times = stands_for(repeats);
         match self.index.entry(key) {
             Entry::Occupied(o) => {
                 let i = (*o.get() - self.base) as usize;

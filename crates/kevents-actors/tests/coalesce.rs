@@ -121,21 +121,41 @@ fn patient_retry() -> RetryPolicy {
 /// A pipeline whose event names and timestamps come from `clock` (so two runs of the same
 /// trace make the same events).
 fn pipeline(clock: &VirtualClock, sink: Laggy, options: SinkOptions) -> Pipeline {
+    pipeline_with(clock, sink, IntakePolicy::default(), options)
+}
+
+/// [`pipeline`] with an intake policy, the correlator's own options kept (its clock is
+/// `clock`).
+fn pipeline_with(
+    clock: &VirtualClock,
+    sink: Laggy,
+    intake: IntakePolicy,
+    options: SinkOptions,
+) -> Pipeline {
     let shared: SharedClock = Arc::new(clock.clone());
     Pipeline::builder(EventSource::new("test", "node"))
         .clock(Arc::clone(&shared))
+        .intake(intake)
         .sink(
             "api",
             sink,
             SinkOptions {
                 correlator: CorrelatorOptions {
                     clock: Some(shared),
-                    ..CorrelatorOptions::default()
+                    ..options.correlator.clone()
                 },
                 ..options
             },
         )
         .start()
+}
+
+/// The spam filter effectively off.
+fn no_spam_filter() -> CorrelatorOptions {
+    CorrelatorOptions {
+        burst_size: 1 << 30,
+        ..CorrelatorOptions::default()
+    }
 }
 
 fn start_clock() -> VirtualClock {
@@ -593,7 +613,6 @@ fn run_trace(
             WriteBudget::off()
         };
         let clock = start_clock();
-        let shared: SharedClock = Arc::new(clock.clone());
         let (intake, delivery) = match queues {
             Queues::Lossless => (
                 IntakePolicy::Unbounded,
@@ -611,27 +630,20 @@ fn run_trace(
                 },
             ),
         };
-        let p = Pipeline::builder(EventSource::new("test", "node"))
-            .clock(Arc::clone(&shared))
-            .intake(intake)
-            .sink(
-                "api",
-                sink.clone(),
-                SinkOptions {
-                    correlator: CorrelatorOptions {
-                        clock: Some(shared),
-                        burst_size: 1 << 30,
-                        ..CorrelatorOptions::default()
-                    },
-                    retry: patient_retry(),
-                    coalesce,
-                    budget: Some(budget),
-                    max_in_flight: 3,
-                    delivery,
-                    ..SinkOptions::default()
-                },
-            )
-            .start();
+        let p = pipeline_with(
+            &clock,
+            sink.clone(),
+            intake,
+            SinkOptions {
+                correlator: no_spam_filter(),
+                retry: patient_retry(),
+                coalesce,
+                budget: Some(budget),
+                max_in_flight: 3,
+                delivery,
+                ..SinkOptions::default()
+            },
+        );
         let r = p.recorder();
         for s in trace {
             // Event names are `<object>.<nanos>`: distinct instants, distinct names.
@@ -718,27 +730,19 @@ fn tight(overflow: usize) -> (IntakePolicy, WatcherPolicy) {
 }
 
 fn tight_pipeline(clock: &VirtualClock, sink: Laggy, overflow: usize) -> Pipeline {
-    let shared: SharedClock = Arc::new(clock.clone());
     let (intake, delivery) = tight(overflow);
-    Pipeline::builder(EventSource::new("test", "node"))
-        .clock(Arc::clone(&shared))
-        .intake(intake)
-        .sink(
-            "api",
-            sink,
-            SinkOptions {
-                correlator: CorrelatorOptions {
-                    clock: Some(shared),
-                    burst_size: 1 << 30,
-                    ..CorrelatorOptions::default()
-                },
-                retry: patient_retry(),
-                delivery,
-                budget: Some(WriteBudget::off()),
-                ..SinkOptions::default()
-            },
-        )
-        .start()
+    pipeline_with(
+        clock,
+        sink,
+        intake,
+        SinkOptions {
+            correlator: no_spam_filter(),
+            retry: patient_retry(),
+            delivery,
+            budget: Some(WriteBudget::off()),
+            ..SinkOptions::default()
+        },
+    )
 }
 
 /// A burst of 1 000 occurrences of 10 events through queues of 2 slots: the overflow tables
@@ -822,26 +826,21 @@ async fn a_full_overflow_table_drops_new_identities_and_counts_them() {
 
 /// A chain whose spam filter holds 2 tokens per object and refills one per second.
 fn throttled_pipeline(clock: &VirtualClock, sink: Laggy, defer: bool) -> Pipeline {
-    let shared: SharedClock = Arc::new(clock.clone());
-    Pipeline::builder(EventSource::new("test", "node"))
-        .clock(Arc::clone(&shared))
-        .sink(
-            "api",
-            sink,
-            SinkOptions {
-                correlator: CorrelatorOptions {
-                    clock: Some(shared),
-                    burst_size: 2,
-                    qps: 1.0,
-                    ..CorrelatorOptions::default()
-                },
-                retry: patient_retry(),
-                budget: Some(WriteBudget::off()),
-                defer_spam_tails: defer,
-                ..SinkOptions::default()
+    pipeline(
+        clock,
+        sink,
+        SinkOptions {
+            correlator: CorrelatorOptions {
+                burst_size: 2,
+                qps: 1.0,
+                ..CorrelatorOptions::default()
             },
-        )
-        .start()
+            retry: patient_retry(),
+            budget: Some(WriteBudget::off()),
+            defer_spam_tails: defer,
+            ..SinkOptions::default()
+        },
+    )
 }
 
 async fn emit(p: &Pipeline, clock: &VirtualClock, n: usize) {

@@ -5,9 +5,20 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn bench(args: &[&str]) -> Value {
+/// `kevents bench pipeline --workload hot --n N --policy P` with 50-slot queues.
+fn hot_burst(policy: &str, n: u64) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_kevents"))
-        .args(args)
+        .args([
+            "bench",
+            "pipeline",
+            "--workload",
+            "hot",
+            "--policy",
+            policy,
+            "--n",
+        ])
+        .arg(n.to_string())
+        .args(["--intake-capacity", "50", "--watcher-capacity", "50"])
         .output()
         .expect("kevents binary runs");
     assert!(
@@ -24,20 +35,7 @@ fn bench(args: &[&str]) -> Value {
 #[test]
 fn coalesce_policy_counts_every_occurrence_of_a_burst() {
     let n = 30_000u64;
-    let v = bench(&[
-        "bench",
-        "pipeline",
-        "--workload",
-        "hot",
-        "--policy",
-        "coalesce",
-        "--n",
-        &n.to_string(),
-        "--intake-capacity",
-        "50",
-        "--watcher-capacity",
-        "50",
-    ]);
+    let v = hot_burst("coalesce", n);
     assert_eq!(v["policy"], "coalesce");
     assert_eq!(v["stored_count_sum"], n, "{v}");
     assert_eq!(v["pipeline_lost"], 0, "{v}");
@@ -55,20 +53,7 @@ fn coalesce_policy_counts_every_occurrence_of_a_burst() {
 /// The drop policy (client-go's) loses most of the same burst, and says so.
 #[test]
 fn drop_policy_reports_what_it_lost() {
-    let v = bench(&[
-        "bench",
-        "pipeline",
-        "--workload",
-        "hot",
-        "--policy",
-        "drop",
-        "--n",
-        "30000",
-        "--intake-capacity",
-        "50",
-        "--watcher-capacity",
-        "50",
-    ]);
+    let v = hot_burst("drop", 30_000);
     let lost = v["pipeline_lost"].as_u64().unwrap();
     let dropped =
         v["dropped_intake_full"].as_u64().unwrap() + v["dropped_watcher_full"].as_u64().unwrap();

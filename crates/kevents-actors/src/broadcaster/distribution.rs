@@ -10,7 +10,7 @@ use actix::Recipient;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
-use crate::overflow::Repeats;
+use crate::overflow::{Repeats, stands_for as times};
 use crate::queue::{Pending, Spill, WatcherQueue};
 use crate::recorder::{Factories, Item, build};
 use crate::registry::Registry;
@@ -173,6 +173,12 @@ impl Lane {
         }
     }
 
+    /// Gives back the slots and bytes taken ahead and not used.
+    fn release_held(&mut self) {
+        self.held = None;
+        self.held_bytes = None;
+    }
+
     /// Sends what is pending and publishes the counters.
     fn flush(&mut self, w: &WatcherEntry) {
         if !self.pending.is_empty()
@@ -186,11 +192,6 @@ impl Lane {
         c.dropped_closed(std::mem::take(&mut self.dropped_closed));
         c.coalesced(std::mem::take(&mut self.coalesced));
     }
-}
-
-/// The occurrences an event with `repeats` stands for.
-pub(crate) fn times(repeats: Option<Repeats>) -> u64 {
-    1 + repeats.map_or(0, |r| r.more)
 }
 
 /// Delivers what fits of a coalescing watcher's overflow table, oldest first, as long as a
@@ -215,8 +216,7 @@ pub(crate) fn drain_overflow(w: &WatcherEntry) -> bool {
         let p = d.value;
         lane.deliver(w, p.seq, &p.record, d.repeats, permits, 1);
     }
-    lane.held = None;
-    lane.held_bytes = None;
+    lane.release_held();
     lane.flush(w);
     w.queue.publish_depth();
     w.queue.overflow_active()
@@ -386,8 +386,7 @@ impl Distribution {
     /// Gives back the slots taken ahead and not used (none unless a watcher closed).
     pub(crate) fn release_held(&mut self) {
         for lane in &mut self.lanes {
-            lane.held = None;
-            lane.held_bytes = None;
+            lane.release_held();
         }
     }
 }

@@ -159,6 +159,10 @@ impl CorrelatorActor {
         if c.aggregated {
             t.aggregated += 1;
         }
+        if c.skip && self.tails.is_none() {
+            t.spam_filtered += 1;
+            return;
+        }
         let buf = &mut self.key_buf;
         buf.clear();
         buf.push_str(&c.event.metadata.namespace);

@@ -8,7 +8,7 @@ use actix::prelude::*;
 use futures_util::stream;
 use tokio::sync::oneshot;
 
-use super::coalesce::{IntakeOverflow, times};
+use super::coalesce::IntakeOverflow;
 use super::intake::{IntakeRx, IntakeShared};
 use super::item::{Factories, Item};
 use crate::broadcaster::{Broadcaster, Publish};
@@ -167,7 +167,7 @@ impl StreamHandler<Taken> for RecorderActor {
             Taken::Overflow(items) => {
                 self.registry
                     .intake
-                    .taken_from_overflow(items.iter().map(times).sum());
+                    .taken_from_overflow(items.iter().map(Item::stands_for).sum());
                 items
             }
         };

@@ -114,14 +114,6 @@ impl IntakeOverflow {
     }
 }
 
-/// The occurrences an item taken from the intake stands for.
-pub(crate) fn times(item: &Item) -> u64 {
-    match item {
-        Item::Repeated(_, r) => 1 + r.more,
-        _ => 1,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,7 +140,10 @@ mod tests {
         assert!(o.merge(item("c", "R", 4)).is_err(), "full: given back");
         assert!(!o.close_if_empty(), "not closed while entries are held");
         let taken = o.take(10);
-        assert_eq!(taken.iter().map(times).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(
+            taken.iter().map(Item::stands_for).collect::<Vec<_>>(),
+            [2, 1]
+        );
         match &taken[0] {
             Item::Repeated(first, r) => {
                 assert_eq!(first.at(), Time::from_unix_nanos(1));
@@ -186,6 +181,9 @@ mod tests {
                 PackedCore::new(&r, EventType::Normal, "R", m).unwrap(),
             ));
         }
-        assert_eq!(o.take(10).iter().map(times).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(
+            o.take(10).iter().map(Item::stands_for).collect::<Vec<_>>(),
+            [2, 1]
+        );
     }
 }

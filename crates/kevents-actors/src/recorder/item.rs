@@ -9,7 +9,9 @@ use kevents_core::{Event, EventFactory, EventType, ObjectMeta, ObjectReference, 
 
 use super::events_v1::V1Intake;
 use crate::message::Recorded;
-use crate::overflow::{Identity, IdentityBuilder, Repeats, reference_fields, v1_identity};
+use crate::overflow::{
+    Identity, IdentityBuilder, Repeats, reference_fields, stands_for, v1_identity,
+};
 use crate::registry::Registry;
 
 /// What builds the events of accepted items: the core/v1 factory and the events.k8s.io/v1
@@ -106,6 +108,14 @@ impl Item {
             Item::EventsV1(e) => e.event_time.unwrap_or_default(),
             Item::Repeated(first, _) => first.at(),
         }
+    }
+
+    /// The occurrences this item stands for (an overflow entry: its first and its repeats).
+    pub(crate) fn stands_for(&self) -> u64 {
+        stands_for(match self {
+            Item::Repeated(_, r) => Some(*r),
+            _ => None,
+        })
     }
 
     /// The first occurrence and its repeats.
