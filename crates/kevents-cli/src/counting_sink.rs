@@ -8,13 +8,16 @@ use std::sync::{Arc, Mutex};
 use kevents_core::events_v1::{self, EventsV1Sink, V1SinkFuture};
 use kevents_core::{Event, EventSink, SinkFuture};
 
+/// Event name -> the count it was last written with.
+type StoredCounts = HashMap<String, i32, foldhash::fast::RandomState>;
+
 /// A sink for both APIs that only counts (and answers with the event, as a server would).
 #[derive(Clone, Default)]
 pub(crate) struct CountingSink {
     /// Writes made (both APIs).
     pub(crate) writes: Arc<AtomicU64>,
     /// The count each core/v1 event was last written with, when tracked (`None`: not kept).
-    stored: Option<Arc<Mutex<HashMap<String, i32>>>>,
+    stored: Option<Arc<Mutex<StoredCounts>>>,
 }
 
 impl CountingSink {

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use kevents_core::{Correlator, CorrelatorOptions, Event};
+use std::cell::Cell;
+
+use kevents_core::{Correlator, CorrelatorOptions, Event, StateHint};
 
 use super::sink::{Abandon, CorrelatedWrite, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch};
 use crate::fast_map::FastMap;
@@ -64,6 +66,14 @@ impl Tails {
     }
 }
 
+/// An event's writes sent and not yet answered. Cells, so a write is counted with one
+/// lookup (`get_key_value` hands out the shared key and a shared reference).
+struct InFlight {
+    writes: Cell<u32>,
+    /// Where the correlator keeps the event's state (its latest correlation's hint).
+    hint: Cell<Option<StateHint>>,
+}
+
 /// The Correlator actor.
 pub(crate) struct CorrelatorActor {
     correlator: Correlator,
@@ -73,7 +83,7 @@ pub(crate) struct CorrelatorActor {
     /// Writes sent and not yet answered, per event (`namespace/name`). The server's state is
     /// learnt only from the answer to the latest write of an event: an older answer would
     /// roll the cached count back.
-    in_flight: FastMap<Arc<str>, u32>,
+    in_flight: FastMap<Arc<str>, InFlight>,
     /// Reused to build keys.
     key_buf: String,
     counters: Arc<SinkCounters>,
@@ -201,7 +211,7 @@ impl CorrelatorActor {
             // This write carries a newer state than the one held.
             self.counters.tail_superseded();
         }
-        self.push_write(c.event, c.patch, slot, writes);
+        self.push_write(c.event, c.patch, c.hint, slot, writes);
     }
 
     /// Queues the write of `event` (a CREATE, or the PATCH `patch`), counting it in flight
@@ -210,21 +220,24 @@ impl CorrelatorActor {
         &mut self,
         event: Event,
         patch: Option<Vec<u8>>,
+        hint: Option<StateHint>,
         slot: DeliverySlot,
         writes: &mut Vec<CorrelatedWrite>,
     ) {
         let buf = &self.key_buf;
         let key = match self.in_flight.get_key_value(buf.as_str()) {
-            Some((k, _)) => {
-                let k = Arc::clone(k);
-                if let Some(n) = self.in_flight.get_mut(&k) {
-                    *n += 1;
-                }
-                k
+            Some((k, f)) => {
+                f.writes.set(f.writes.get() + 1);
+                f.hint.set(hint);
+                Arc::clone(k)
             }
             None => {
                 let k: Arc<str> = Arc::from(buf.as_str());
-                self.in_flight.insert(Arc::clone(&k), 1);
+                let f = InFlight {
+                    writes: Cell::new(1),
+                    hint: Cell::new(hint),
+                };
+                self.in_flight.insert(Arc::clone(&k), f);
                 k
             }
         };
@@ -257,9 +270,11 @@ impl CorrelatorActor {
             };
             self.key_buf.clear();
             self.key_buf.push_str(&k);
+            // No hint: other correlations have happened since (update_state finds it).
             self.push_write(
                 tail.event,
                 tail.patch,
+                None,
                 DeliverySlot::detached(),
                 &mut writes,
             );
@@ -325,14 +340,16 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
 
     fn handle(&mut self, batch: WriteDoneBatch, _: &mut Context<Self>) {
         for done in batch.0 {
-            let Some(n) = self.in_flight.get_mut(&*done.key) else {
+            let Some(f) = self.in_flight.get(&*done.key) else {
                 continue;
             };
-            *n -= 1;
-            if *n == 0 {
+            let left = f.writes.get() - 1;
+            f.writes.set(left);
+            if left == 0 {
+                let hint = f.hint.get();
                 self.in_flight.remove(&*done.key);
                 if let Some(stored) = done.stored {
-                    self.correlator.update_state(&stored);
+                    self.correlator.update_state_with(hint, &stored);
                 }
             }
         }

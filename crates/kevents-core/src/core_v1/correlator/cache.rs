@@ -103,28 +103,47 @@ impl<V> BoundedCache<V> {
     /// Looks `key` (hashed with [`hash`](Self::hash)) up and marks it most recently used.
     pub(crate) fn get_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut V> {
         let i = self.find(hash, key)?;
+        Some(self.use_at(i))
+    }
+
+    /// Like [`get_mut`](Self::get_mut), with the entry's index (valid until the next insert).
+    pub(crate) fn get_indexed(&mut self, hash: u64, key: &[u8]) -> Option<(u32, &mut V)> {
+        let i = self.find(hash, key)?;
+        Some((i, self.use_at(i)))
+    }
+
+    /// The key of the entry at `i` (an index [`get_indexed`](Self::get_indexed) or
+    /// [`insert_with`](Self::insert_with) returned, with no insert since).
+    pub(crate) fn key_at(&self, i: u32) -> &[u8] {
+        &self.entries[i as usize].key
+    }
+
+    /// The entry at `i` (as for [`key_at`](Self::key_at)), marked most recently used: what
+    /// `get_mut` with its key would return.
+    pub(crate) fn use_at(&mut self, i: u32) -> &mut V {
         if self.head != i {
             self.unlink(i);
             self.push_front(i);
         }
-        Some(&mut self.entries[i as usize].value)
+        &mut self.entries[i as usize].value
     }
 
     /// Adds a key that is not present, evicting the least recently used entry when full:
     /// `fresh` builds the value of a new entry, `reuse` overwrites the evicted entry's value
-    /// in place (keeping its buffers).
+    /// in place (keeping its buffers). Returns the new entry's index (`None`: the cache
+    /// keeps nothing).
     pub(crate) fn insert_with(
         &mut self,
         hash: u64,
         key: &[u8],
         fresh: impl FnOnce() -> V,
         reuse: impl FnOnce(&mut V),
-    ) {
+    ) -> Option<u32> {
         let i = match self.cap {
             // Keeps nothing: the add is evicted at once.
             Some(0) => {
                 self.evictions += 1;
-                return;
+                return None;
             }
             Some(c) if self.entries.len() >= c => {
                 // Full: the least recently used entry becomes the new one.
@@ -158,6 +177,7 @@ impl<V> BoundedCache<V> {
         self.table
             .insert_unique(hash, i, |&j| entries[j as usize].hash);
         self.push_front(i);
+        Some(i)
     }
 
     /// Adds a key that is not present with `value`, evicting the least recently used entry

@@ -73,20 +73,72 @@ impl KeyBuilder {
 /// component and host, involved object kind, namespace, name, fieldPath, uid and apiVersion, type,
 /// reason and message. Used by the observer cache and by `update_state`.
 ///
-/// The fields are client-go's; their order here puts the [`spam_key`] fields first, so the
-/// correlator builds that prefix once per occurrence and copies it into each key (any fixed
-/// order keeps the key unambiguous).
+/// The fields are client-go's; their order here puts the [`spam_key`] fields first, then type
+/// and reason, which the aggregate key starts with too: the correlator builds that prefix
+/// once per occurrence and copies it into the full key (any fixed order keeps the key
+/// unambiguous).
 pub fn event_key(e: &Event, kb: &mut KeyBuilder) {
     spam_key(e, kb);
-    event_key_rest(e, kb);
+    type_and_reason(e, kb);
+    event_key_tail(e, kb);
 }
 
-/// The fields of [`event_key`] after its [`spam_key`] prefix.
-pub(crate) fn event_key_rest(e: &Event, kb: &mut KeyBuilder) {
-    kb.push(&e.involved_object.field_path)
-        .push(&e.type_)
-        .push(&e.reason)
-        .push(&e.message);
+/// The two fields both the full and the aggregate key have after the [`spam_key`] prefix.
+pub(crate) fn type_and_reason(e: &Event, kb: &mut KeyBuilder) {
+    kb.push(&e.type_).push(&e.reason);
+}
+
+/// The fields of [`event_key`] after its spam key, type and reason.
+pub(crate) fn event_key_tail(e: &Event, kb: &mut KeyBuilder) {
+    kb.push(&e.involved_object.field_path).push(&e.message);
+}
+
+/// Whether `key` is what [`event_key`] builds for `e`, read field by field without building
+/// it (cheaper than building, hashing and looking it up: `update_state` checks the entry
+/// `correlate` just wrote this way).
+pub(crate) fn is_event_key(e: &Event, key: &[u8]) -> bool {
+    let o = &e.involved_object;
+    let fields = [
+        &e.source.component,
+        &e.source.host,
+        &o.kind,
+        &o.namespace,
+        &o.name,
+        &o.uid,
+        &o.api_version,
+        &e.type_,
+        &e.reason,
+        &o.field_path,
+        &e.message,
+    ];
+    let mut rest = key;
+    for field in fields {
+        match strip_field(rest, field.as_bytes()) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// `key` after its first field if that field is `field` (as [`KeyBuilder::push`] writes it).
+fn strip_field<'k>(key: &'k [u8], field: &[u8]) -> Option<&'k [u8]> {
+    let mut n = field.len();
+    let mut rest = key;
+    while n >= 0x80 {
+        let (&b, r) = rest.split_first()?;
+        if b != (n & 0x7f) as u8 | 0x80 {
+            return None;
+        }
+        rest = r;
+        n >>= 7;
+    }
+    let (&b, r) = rest.split_first()?;
+    if b != n as u8 || r.len() < field.len() {
+        return None;
+    }
+    let (head, tail) = r.split_at(field.len());
+    (head == field).then_some(tail)
 }
 
 /// The default aggregation key function (client-go `EventAggregatorByReasonFunc` in
@@ -95,16 +147,14 @@ pub(crate) fn event_key_rest(e: &Event, kb: &mut KeyBuilder) {
 /// type, reason, reportingController and reportingInstance; the local key is the message.
 pub fn aggregate_by_reason(e: &Event, aggregate: &mut KeyBuilder, local: &mut KeyBuilder) {
     spam_key(e, aggregate);
-    aggregate_key_rest(e, aggregate);
+    type_and_reason(e, aggregate);
+    aggregate_key_tail(e, aggregate);
     local.push(&e.message);
 }
 
-/// The fields of [`aggregate_by_reason`]'s aggregate key after its [`spam_key`] prefix.
-pub(crate) fn aggregate_key_rest(e: &Event, kb: &mut KeyBuilder) {
-    kb.push(&e.type_)
-        .push(&e.reason)
-        .push(&e.reporting_component)
-        .push(&e.reporting_instance);
+/// The fields of [`aggregate_by_reason`]'s aggregate key after its spam key, type and reason.
+pub(crate) fn aggregate_key_tail(e: &Event, kb: &mut KeyBuilder) {
+    kb.push(&e.reporting_component).push(&e.reporting_instance);
 }
 
 /// The default aggregate message (client-go `EventAggregatorByReasonMessageFunc`).
@@ -144,4 +194,58 @@ pub fn spam_key(e: &Event, kb: &mut KeyBuilder) {
 pub fn spam_key_with_type(e: &Event, kb: &mut KeyBuilder) {
     spam_key(e, kb);
     kb.push(&e.type_);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Events whose key fields come from tiny alphabets, so equal and near-equal keys are
+    /// common, including fields that only differ by where one ends and the next starts, and
+    /// fields of 128 bytes and more (two-byte length prefixes).
+    fn event() -> impl Strategy<Value = Event> {
+        let f = || {
+            prop_oneof![
+                4 => "[ab]{0,3}",
+                1 => "a{126,130}",
+            ]
+        };
+        (prop::collection::vec(f(), 11)).prop_map(|v| {
+            let mut e = Event::default();
+            let o = &mut e.involved_object;
+            o.kind.clone_from(&v[0]);
+            o.namespace.clone_from(&v[1]);
+            o.name.clone_from(&v[2]);
+            o.uid.clone_from(&v[3]);
+            o.api_version.clone_from(&v[4]);
+            o.field_path.clone_from(&v[5]);
+            e.source.component.clone_from(&v[6]);
+            e.source.host.clone_from(&v[7]);
+            e.type_.clone_from(&v[8]);
+            e.reason.clone_from(&v[9]);
+            e.message.clone_from(&v[10]);
+            e
+        })
+    }
+
+    proptest! {
+        /// `is_event_key(b, key of a)` exactly when the built keys are equal.
+        #[test]
+        fn is_event_key_agrees_with_building_the_key(a in event(), b in event()) {
+            let (mut ka, mut kb) = (KeyBuilder::default(), KeyBuilder::default());
+            event_key(&a, &mut ka);
+            event_key(&b, &mut kb);
+            prop_assert!(is_event_key(&a, ka.as_bytes()));
+            prop_assert_eq!(is_event_key(&b, ka.as_bytes()), ka.as_bytes() == kb.as_bytes());
+            // A truncated or extended key never matches.
+            let k = ka.as_bytes();
+            if !k.is_empty() {
+                prop_assert!(!is_event_key(&a, &k[..k.len() - 1]));
+            }
+            let mut longer = k.to_vec();
+            longer.push(0);
+            prop_assert!(!is_event_key(&a, &longer));
+        }
+    }
 }

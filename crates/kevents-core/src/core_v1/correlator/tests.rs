@@ -337,3 +337,59 @@ fn patch_edge_cases_match_c2() {
         br#"{"count":2,"lastTimestamp":"2021-01-01T00:00:20Z","message":"\u003ca\u0026b\u003e"}"#
     );
 }
+
+mod hints {
+    use super::*;
+    use crate::time::VirtualClock;
+    use proptest::prelude::*;
+
+    fn event(object: u8, reason: u8, message: u8) -> Event {
+        let mut e = fixture_event(
+            &format!("R{reason}"),
+            &format!("m{message}"),
+            fixture_ref("Pod", &format!("p{object}"), "ns"),
+        );
+        e.metadata.name = format!("p{object}.{reason}{message}");
+        e.metadata.namespace = "ns".into();
+        e
+    }
+
+    proptest! {
+        /// Learning with any hint (the right one, a stale one, one of another event, none)
+        /// leaves the correlator deciding exactly as `update_state` without hints does: a
+        /// small LRU so entries are reused, tight aggregation so aggregate events appear.
+        #[test]
+        fn any_hint_learns_like_update_state(
+            steps in prop::collection::vec((0u8..6, 0u8..2, 0u8..3, 0usize..4, any::<bool>()), 1..120),
+        ) {
+            let clock = VirtualClock::new(t(START));
+            let opts = || CorrelatorOptions {
+                lru_cache_size: 4,
+                max_events: 3,
+                clock: Some(Arc::new(clock.clone())),
+                ..Default::default()
+            };
+            let (mut hinted, mut plain) = (Correlator::new(opts()), Correlator::new(opts()));
+            let mut hints: Vec<Option<StateHint>> = Vec::new();
+            for (n, (object, reason, message, pick, learn)) in steps.into_iter().enumerate() {
+                clock.advance(Duration::from_secs(1));
+                let e = event(object, reason, message);
+                let a = hinted.correlate(e.clone());
+                let b = plain.correlate(e);
+                prop_assert_eq!(&a.event, &b.event);
+                prop_assert_eq!(&a.patch, &b.patch);
+                prop_assert_eq!((a.skip, a.aggregated), (b.skip, b.aggregated));
+                hints.push(a.hint);
+                if learn && !a.skip {
+                    let mut stored = a.event.clone();
+                    stored.metadata.resource_version = n.to_string();
+                    // The right hint, or one from an earlier correlation (maybe reused since).
+                    let hint = hints[hints.len().saturating_sub(1 + pick)];
+                    hinted.update_state_with(hint, &stored);
+                    plain.update_state_with(None, &stored);
+                }
+            }
+            prop_assert_eq!(hinted.stats(), plain.stats());
+        }
+    }
+}
