@@ -39,7 +39,7 @@ pub mod reference;
 pub mod status;
 pub mod time;
 
-pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions, StateHint};
+pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions, Decision, StateHint};
 pub use core_v1::{
     Event, EventFactory, EventSeries, EventSink, EventSource, EventType, InvalidEvent, Naming,
     Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,

@@ -10,15 +10,30 @@ use crate::time::Time;
 /// assert_eq!(event_name("my-pod", t), "my-pod.1655f2bf3b286a00");
 /// ```
 pub fn event_name(object_name: &str, t: Time) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(object_name.len() + 17);
+    let mut s = String::with_capacity(object_name.len() + 18);
     s.push_str(object_name);
     s.push('.');
     let n = t.unix_nanos();
     if n < 0 {
         s.push('-');
     }
-    let _ = write!(s, "{:x}", n.unsigned_abs());
+    // Lower-case hex without leading zeros, as Go's `%x`; by hand, because `write!` through
+    // the formatting machinery was a quarter of building an event (callgrind: 440
+    // instructions of the broadcaster's 1 270 per event in `make`).
+    let mut v = n.unsigned_abs();
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b"0123456789abcdef"[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        s.push(char::from(d));
+    }
     s
 }
 
@@ -141,6 +156,18 @@ mod tests {
             event_name("a", Time::from_unix_nanos(i64::MIN)),
             "a.-8000000000000000"
         );
+    }
+
+    proptest::proptest! {
+        /// The hand-written hex is `format!`'s `{:x}` (what it replaced), sign included.
+        #[test]
+        fn event_name_hex_is_formats(n in proptest::prelude::any::<i64>()) {
+            let sign = if n < 0 { "-" } else { "" };
+            proptest::prop_assert_eq!(
+                event_name("p", Time::from_unix_nanos(n)),
+                format!("p.{sign}{:x}", n.unsigned_abs())
+            );
+        }
     }
 
     #[test]

@@ -165,7 +165,9 @@ impl CorrelatorActor {
             return;
         }
         t.correlated += 1;
-        let c = self.correlator.correlate(event);
+        // In place: the event is not moved into and out of the correlator.
+        let mut event = event;
+        let c = self.correlator.correlate_in_place(&mut event);
         if c.aggregated {
             t.aggregated += 1;
         }
@@ -175,15 +177,15 @@ impl CorrelatorActor {
         }
         let buf = &mut self.key_buf;
         buf.clear();
-        buf.push_str(&c.event.metadata.namespace);
+        buf.push_str(&event.metadata.namespace);
         buf.push('/');
-        buf.push_str(&c.event.metadata.name);
+        buf.push_str(&event.metadata.name);
         if c.skip {
             if let Some(tails) = &mut self.tails {
                 if let Some(held) = tails.held.get_mut(buf.as_str()) {
                     // The newer state counts the older one's occurrences.
                     *held = Tail {
-                        event: c.event,
+                        event,
                         patch: c.patch,
                     };
                     self.counters.tail_kept(true);
@@ -194,7 +196,7 @@ impl CorrelatorActor {
                     tails.held.insert(
                         key,
                         Tail {
-                            event: c.event,
+                            event,
                             patch: c.patch,
                         },
                     );
@@ -211,7 +213,7 @@ impl CorrelatorActor {
             // This write carries a newer state than the one held.
             self.counters.tail_superseded();
         }
-        self.push_write(c.event, c.patch, c.hint, slot, writes);
+        self.push_write(event, c.patch, c.hint, slot, writes);
     }
 
     /// Queues the write of `event` (a CREATE, or the PATCH `patch`), counting it in flight

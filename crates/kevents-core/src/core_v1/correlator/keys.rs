@@ -30,16 +30,36 @@ impl KeyBuilder {
     /// Appends one field.
     #[inline]
     pub fn push(&mut self, field: &str) -> &mut Self {
-        let mut n = field.len();
-        // LEB128 length prefix; one byte for fields under 128 bytes (nearly all).
-        self.buf.reserve(n + 10);
+        let field = field.as_bytes();
+        // LEB128 length prefix: one byte for fields under 128 bytes (nearly all).
+        if field.len() < 0x80 {
+            self.buf.push(field.len() as u8);
+        } else {
+            self.push_long_len(field.len());
+        }
+        self.buf.extend_from_slice(field);
+        self
+    }
+
+    /// Appends several fields, growing the buffer at most once.
+    #[inline]
+    pub fn push_all(&mut self, fields: &[&str]) -> &mut Self {
+        // Each field needs its bytes and at most 10 bytes of length prefix.
+        let room: usize = fields.iter().map(|f| f.len() + 10).sum();
+        self.buf.reserve(room);
+        for f in fields {
+            self.push(f);
+        }
+        self
+    }
+
+    #[cold]
+    fn push_long_len(&mut self, mut n: usize) {
         while n >= 0x80 {
             self.buf.push((n & 0x7f) as u8 | 0x80);
             n >>= 7;
         }
         self.buf.push(n as u8);
-        self.buf.extend_from_slice(field.as_bytes());
-        self
     }
 
     /// Bytes in the key so far.
@@ -85,12 +105,12 @@ pub fn event_key(e: &Event, kb: &mut KeyBuilder) {
 
 /// The two fields both the full and the aggregate key have after the [`spam_key`] prefix.
 pub(crate) fn type_and_reason(e: &Event, kb: &mut KeyBuilder) {
-    kb.push(&e.type_).push(&e.reason);
+    kb.push_all(&[&e.type_, &e.reason]);
 }
 
 /// The fields of [`event_key`] after its spam key, type and reason.
 pub(crate) fn event_key_tail(e: &Event, kb: &mut KeyBuilder) {
-    kb.push(&e.involved_object.field_path).push(&e.message);
+    kb.push_all(&[&e.involved_object.field_path, &e.message]);
 }
 
 /// Whether `key` is what [`event_key`] builds for `e`, read field by field without building
@@ -180,13 +200,15 @@ pub const AGGREGATE_PREFIX: &str = "(combined from similar events): ";
 /// one object from one source shares one token bucket.
 pub fn spam_key(e: &Event, kb: &mut KeyBuilder) {
     let o = &e.involved_object;
-    kb.push(&e.source.component)
-        .push(&e.source.host)
-        .push(&o.kind)
-        .push(&o.namespace)
-        .push(&o.name)
-        .push(&o.uid)
-        .push(&o.api_version);
+    kb.push_all(&[
+        &e.source.component,
+        &e.source.host,
+        &o.kind,
+        &o.namespace,
+        &o.name,
+        &o.uid,
+        &o.api_version,
+    ]);
 }
 
 /// client-go 1.32's spam key: [`spam_key`] plus the event type, so Warnings get a bucket of

@@ -57,6 +57,20 @@ pub struct Correlated {
     pub hint: Option<StateHint>,
 }
 
+/// What [`Correlator::correlate_in_place`] decided (the event itself is changed in place):
+/// the fields of [`Correlated`] but the event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The strategic-merge patch body when the event was seen before.
+    pub patch: Option<Vec<u8>>,
+    /// The spam filter had no token: write nothing.
+    pub skip: bool,
+    /// The occurrence was folded into an aggregate event.
+    pub aggregated: bool,
+    /// Where the correlator keeps this event's state (see [`Correlated::hint`]).
+    pub hint: Option<StateHint>,
+}
+
 /// Where a [`Correlator`] keeps the state of an event it correlated (its observer cache
 /// entry). [`Correlator::update_state_with`] checks the entry's key against the stored
 /// event field by field and uses it without building, hashing and looking up the key;
@@ -335,45 +349,68 @@ impl Correlator {
     /// `EventCorrelate`). Reads the clock twice: once for aggregation, once for the spam
     /// filter.
     pub fn correlate(&mut self, event: Event) -> Correlated {
+        let mut event = event;
+        let d = self.correlate_in_place(&mut event);
+        Correlated {
+            event,
+            patch: d.patch,
+            skip: d.skip,
+            aggregated: d.aggregated,
+            hint: d.hint,
+        }
+    }
+
+    /// [`correlate`](Correlator::correlate) on an event the caller keeps where it is: the
+    /// event becomes what [`Correlated::event`] would be, and the rest of the decision is
+    /// returned. An `Event` is several hundred bytes; moving it into and out of `correlate`
+    /// costs two copies (callgrind: about 210 instructions of 2 130 per occurrence, `hot`).
+    ///
+    /// ```
+    /// use kevents_core::{Correlator, CorrelatorOptions, Event, ObjectReference};
+    /// let mut c = Correlator::new(CorrelatorOptions::default());
+    /// let mut e = Event::default();
+    /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
+    /// e.count = 1;
+    /// let d = c.correlate_in_place(&mut e);
+    /// assert!(d.patch.is_none() && !d.skip && !d.aggregated);
+    /// assert_eq!(e.count, 1);
+    /// ```
+    pub fn correlate_in_place(&mut self, event: &mut Event) -> Decision {
         self.stats.correlated += 1;
         self.last_observed = None;
-        // The stages work on the result in place: an `Event` is large, and each move of it
-        // is a memcpy of several hundred bytes.
-        let mut out = Correlated {
-            event,
-            patch: None,
-            skip: false,
-            aggregated: false,
-            hint: None,
-        };
-        out.aggregated = self.aggregate(&mut out.event);
-        out.patch = self.observe(&mut out.event, out.aggregated);
-        out.hint = self.last_observed.map(StateHint);
+        let aggregated = self.aggregate(event);
+        let patch = self.observe(event, aggregated);
+        let hint = self.last_observed.map(StateHint);
         let spam_key_bytes: &[u8] = match (&self.spam_key_fn, self.shared) {
             (Some(f), _) => {
                 self.kb_spam.clear();
-                f(&out.event, &mut self.kb_spam);
+                f(event, &mut self.kb_spam);
                 self.kb_spam.as_bytes()
             }
             // The aggregate event keeps the occurrence's source and object: same spam key.
             (None, Some(shared)) => &self.kb_agg.as_bytes()[..shared.spam],
             (None, None) => {
                 self.kb_spam.clear();
-                spam_key(&out.event, &mut self.kb_spam);
+                spam_key(event, &mut self.kb_spam);
                 self.kb_spam.as_bytes()
             }
         };
         let now = self.clock.now();
-        out.skip = self.spam.is_spam(spam_key_bytes, now);
-        if out.skip {
+        let skip = self.spam.is_spam(spam_key_bytes, now);
+        if skip {
             self.stats.skipped += 1;
-        } else if out.patch.is_some() {
+        } else if patch.is_some() {
             self.stats.patched += 1;
         }
-        if out.aggregated {
+        if aggregated {
             self.stats.aggregated += 1;
         }
-        out
+        Decision {
+            patch,
+            skip,
+            aggregated,
+            hint,
+        }
     }
 
     /// Whether the spam filter has a token for `event` now, taking it if so: what a deferred
