@@ -9,7 +9,7 @@ reported.
   python3 scripts/bench/interleave.py --oracle /path/to/evoracle \\
       [--kevents target/release/kevents] [--pairs 5] [--workload hot|wide] \\
       [--what correlator|pipeline|emit] [--policy drop|backpressure|coalesce] \\
-      [--emit-source emit|pipeline] [--emit-figure with-args|call]
+      [--emit-source emit|pipeline] [--emit-figure with-args|call|bound]
 
 Prints one JSON line per pair and a summary line with the medians.
 
@@ -18,7 +18,8 @@ divided by n: building the pod (`fmt.Sprintf` of name and uid), reason and messa
 `recorder.Event`, with the pipeline running. kevents' like-for-like figure is `kevents bench
 emit`'s `core_emit_with_args_ns` (the same strings built the same way inside the timed loop,
 then `Recorder::event`; the default); `--emit-figure call` takes `core_emit_ns` (the call
-alone, arguments built beforehand), and `--emit-source pipeline` the emit figure of `kevents
+alone, arguments built beforehand), `--emit-figure bound` `bound_emit_ns` (the call on an
+`ObjectRecorder` bound to the object beforehand), and `--emit-source pipeline` the emit figure of `kevents
 bench pipeline` (the call alone, during the pipeline benchmark).
 """
 import argparse, json, statistics, subprocess, sys
@@ -46,7 +47,7 @@ def main():
     ap.add_argument("--what", default="correlator", choices=["correlator", "pipeline", "emit"])
     ap.add_argument("--policy", default="backpressure", choices=["drop", "backpressure", "coalesce"])
     ap.add_argument("--emit-source", default="emit", choices=["emit", "pipeline"])
-    ap.add_argument("--emit-figure", default="with-args", choices=["with-args", "call"])
+    ap.add_argument("--emit-figure", default="with-args", choices=["with-args", "call", "bound"])
     a = ap.parse_args()
     w = WORKLOADS[a.workload]
     oracle = [a.oracle, "-mode", "bench"] + [x for k, v in w.items() for x in (f"-{k}", str(v))]
@@ -65,7 +66,8 @@ def main():
         key, okey, higher = "emit_ns_per_event", "emit_ns_per_event", False
     else:
         kev = [a.kevents, "bench", "emit", "--workload", a.workload, "--runs", "1"]
-        key = "core_emit_with_args_ns" if a.emit_figure == "with-args" else "core_emit_ns"
+        key = {"with-args": "core_emit_with_args_ns", "call": "core_emit_ns",
+               "bound": "bound_emit_ns"}[a.emit_figure]
         okey, higher = "emit_ns_per_event", False
     ratios, kv, ov = [], [], []
     for i in range(a.pairs):

@@ -94,7 +94,8 @@ pub use policy::{
 };
 pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
-    CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, RecordError, Recorder,
+    CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, ObjectRecorder,
+    RecordError, Recorder,
 };
 pub use stats::{
     BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot, describe_metrics,

@@ -36,6 +36,19 @@ impl IdentityBuilder {
         self
     }
 
+    /// Appends one field made of `parts` back to back (the same bytes as [`field`] of their
+    /// concatenation).
+    ///
+    /// [`field`]: IdentityBuilder::field
+    pub(crate) fn field_parts(&mut self, parts: &[&str]) -> &mut Self {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.0.extend_from_slice(&(len as u64).to_le_bytes());
+        for p in parts {
+            self.0.extend_from_slice(p.as_bytes());
+        }
+        self
+    }
+
     /// Appends a number.
     pub(crate) fn num(&mut self, n: u64) -> &mut Self {
         self.0.extend_from_slice(&n.to_le_bytes());

@@ -702,3 +702,63 @@ async fn spam_filtered_events_are_counted() {
     assert_eq!(sink.api.list()[0].count, 25);
     assert_eq!(report.stats.dropped_total(), 5);
 }
+
+/// `ObjectRecorder` calls are `Recorder::event` calls on the bound object: the same events
+/// (object, source, type, reason, message), in call order with plain calls, the same typed
+/// refusals, and refused after shutdown.
+#[actix_rt::test]
+async fn object_recorder_records_like_event() {
+    let c = Collector::default();
+    let p = Pipeline::builder(source())
+        .intake(IntakePolicy::Unbounded)
+        .watcher(
+            "c",
+            c.clone().start().recipient(),
+            WatcherPolicy::Backpressure { capacity: 16 },
+        )
+        .start();
+    let r = p.recorder();
+    let object = pod("p").with_field_path("spec.containers{app}");
+    let bound = r.for_object(&object).unwrap();
+    assert_eq!(bound.object(), &object);
+    let n = 200;
+    for i in 0..n {
+        let message = format!("m{i}");
+        let emitted = if i % 2 == 0 {
+            bound.event(EventType::Warning, "BackOff", &message)
+        } else {
+            r.event(&object, EventType::Warning, "BackOff", &message)
+        };
+        assert_eq!(emitted.unwrap(), Emit::Queued);
+    }
+    bound
+        .eventf(EventType::Normal, "Scaled", format_args!("{} replicas", 3))
+        .unwrap();
+    // A namespace that is not a DNS-1123 label is refused at the call, as by `event`.
+    let mut q = pod("q");
+    q.namespace = "Not_A_Label".into();
+    let bad = r.for_object(&q).unwrap();
+    assert!(matches!(
+        bad.event(EventType::Normal, "R", "m"),
+        Err(RecordError::Invalid(_))
+    ));
+    p.flush().await.unwrap();
+    let mut expected: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    expected.push("3 replicas".into());
+    assert_eq!(c.messages(), expected);
+    let seen = c.seen.lock().unwrap().clone();
+    for (_, e) in &seen {
+        assert_eq!(e.involved_object, object);
+        assert_eq!(e.source, source());
+        assert_eq!(e.metadata.namespace, "ns");
+        assert!(e.metadata.name.starts_with("p."), "{}", e.metadata.name);
+    }
+    assert_eq!(seen[0].1.reason, "BackOff");
+    assert_eq!(seen[0].1.type_, "Warning");
+    assert_eq!(seen[n].1.type_, "Normal");
+    p.shutdown(Duration::from_secs(10)).await;
+    assert!(matches!(
+        bound.event(EventType::Normal, "R", "after"),
+        Err(RecordError::Shutdown)
+    ));
+}

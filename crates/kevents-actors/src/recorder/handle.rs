@@ -10,6 +10,7 @@ use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Referen
 
 use super::fake_backend::FakeStore;
 use super::intake::Intake;
+use super::item::BoundObject;
 use super::outcome::{Emit, RecordError};
 
 /// What a handle records into.
@@ -257,6 +258,37 @@ impl Recorder {
         self.emit(occ)
     }
 
+    /// A recorder bound to `object`: the object is read and checked once, and each of its
+    /// calls copies only its reason and message (the object's strings are shared). What a
+    /// controller holds while it reconciles one object; the events are exactly those of
+    /// [`event`](Recorder::event) on the same object.
+    ///
+    /// ```
+    /// use kevents_actors::FakeRecorder;
+    /// use kevents_core::{EventType, ObjectReference};
+    /// let fake = FakeRecorder::new();
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// let on_pod = fake.recorder().for_object(&pod)?;
+    /// on_pod.event(EventType::Normal, "Pulled", "pulled nginx")?;
+    /// on_pod.event(EventType::Warning, "BackOff", "restarting")?;
+    /// assert_eq!(fake.strings(), ["Normal Pulled pulled nginx", "Warning BackOff restarting"]);
+    /// # Ok::<(), kevents_actors::RecordError>(())
+    /// ```
+    pub fn for_object<R: Reference + ?Sized>(
+        &self,
+        object: &R,
+    ) -> Result<ObjectRecorder, RecordError> {
+        let reference = self.reference(object)?;
+        let bound = match BoundObject::new(reference) {
+            Ok(b) => Bound::Packed(Arc::new(b)),
+            Err(reference) => Bound::General(Arc::from(reference)),
+        };
+        Ok(ObjectRecorder {
+            recorder: self.clone(),
+            object: bound,
+        })
+    }
+
     /// Whether the pipeline behind this handle has been shut down.
     pub fn is_shut_down(&self) -> bool {
         match &self.backend {
@@ -273,6 +305,88 @@ impl Recorder {
                 Backend::Fake(_) => err,
             }
         })
+    }
+}
+
+/// A [`Recorder`] bound to one object ([`Recorder::for_object`]): cheap to clone, `Send +
+/// Sync`, never blocks, like the recorder it came from.
+///
+/// A call on it costs less than [`Recorder::event`] because the object's strings were
+/// copied once, when it was bound (`kevents bench emit`: `bound_emit_ns` against
+/// `core_emit_ns`, docs/benchmarks.md).
+#[derive(Clone)]
+pub struct ObjectRecorder {
+    recorder: Recorder,
+    object: Bound,
+}
+
+/// The bound object: packed for the intake, or (over 4 GiB of strings) only its reference.
+#[derive(Clone)]
+enum Bound {
+    Packed(Arc<BoundObject>),
+    General(Arc<ObjectReference>),
+}
+
+impl fmt::Debug for ObjectRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectRecorder")
+            .field("recorder", &self.recorder)
+            .field("object", self.object())
+            .finish()
+    }
+}
+
+impl ObjectRecorder {
+    /// The object this recorder is bound to.
+    pub fn object(&self) -> &ObjectReference {
+        match &self.object {
+            Bound::Packed(b) => &b.reference,
+            Bound::General(r) => r,
+        }
+    }
+
+    /// The recorder this one was bound from.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    /// [`Recorder::event`] on the bound object.
+    pub fn event(
+        &self,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<Emit, RecordError> {
+        if let (Backend::Intake(p), Bound::Packed(object)) = (&self.recorder.backend, &self.object)
+            && let Some(res) = p.submit_bound(object, event_type, reason, message)
+        {
+            return res;
+        }
+        self.recorder
+            .event(self.object(), event_type, reason, message)
+    }
+
+    /// [`Recorder::eventf`] on the bound object.
+    ///
+    /// ```
+    /// use kevents_actors::FakeRecorder;
+    /// use kevents_core::{EventType, ObjectReference};
+    /// let fake = FakeRecorder::new();
+    /// let on_pod = fake.recorder().for_object(&ObjectReference::new("v1", "Pod", "ns", "p"))?;
+    /// on_pod.eventf(EventType::Normal, "Scaled", format_args!("{} replicas", 3))?;
+    /// assert_eq!(fake.events()[0].message, "3 replicas");
+    /// # Ok::<(), kevents_actors::RecordError>(())
+    /// ```
+    pub fn eventf(
+        &self,
+        event_type: EventType,
+        reason: &str,
+        message: fmt::Arguments<'_>,
+    ) -> Result<Emit, RecordError> {
+        match message.as_str() {
+            Some(s) => self.event(event_type, reason, s),
+            None => self.event(event_type, reason, &fmt::format(message)),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::coalesce::{IntakeOverflow, Spilled};
 use super::events_v1::V1Intake;
-use super::item::{Item, PackedCore, PackedV1};
+use super::item::{BoundCore, BoundObject, Item, PackedCore, PackedV1};
 use super::outcome::{DropReason, Emit, RecordError};
 use crate::policy::IntakePolicy;
 use crate::queue::IntakeBytes;
@@ -234,6 +234,30 @@ impl Intake {
         }
         let packed = PackedCore::new(r, event_type, reason, message)?;
         Some(self.send(Item::Packed(self.clock.now(), packed)))
+    }
+
+    /// An `ObjectRecorder::event` call: the same checks, clock reading and intake as
+    /// [`Intake::submit_packed`], with the object's strings shared instead of copied
+    /// (`None`: take the general path).
+    pub(crate) fn submit_bound(
+        &self,
+        object: &Arc<BoundObject>,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Option<Result<Emit, RecordError>> {
+        if self.v1.core_calls_action().is_some() {
+            return None;
+        }
+        if let Err(e) = self.check_open() {
+            return Some(Err(e));
+        }
+        let namespace = &object.reference.namespace;
+        if let Err(e) = validate_parts(event_type.as_str(), namespace, &BTreeMap::new()) {
+            return Some(self.refuse(Refusal::Invalid, e.into()));
+        }
+        let bound = BoundCore::new(object, event_type, reason, message)?;
+        Some(self.send(Item::Bound(self.clock.now(), bound)))
     }
 
     /// `event_v1` on an `ObjectReference` without `related` or annotations, with a plain

@@ -30,6 +30,9 @@ pub(crate) enum Item {
     /// A plain `event` call on an `ObjectReference`, packed on the caller's thread into one
     /// allocation (the Recorder actor unpacks it into the same [`Occurrence`]).
     Packed(Time, PackedCore),
+    /// An `ObjectRecorder::event` call: the object packed once and shared, reason and
+    /// message packed per call (the same [`Occurrence`] as `Packed` once unpacked).
+    Bound(Time, BoundCore),
     /// Built and validated at the call (boxed: keeps the intake's slots small).
     EventsV1(Box<kevents_core::events_v1::Event>),
     /// An events.k8s.io/v1 call on an `ObjectReference` without `related` or annotations:
@@ -68,6 +71,10 @@ impl Item {
         let built = std::mem::size_of::<Event>();
         match self {
             Item::Packed(_, p) => built + p.strings.buf.len() + p.strings.span(0, 2),
+            // The same figure as the `Packed` form of the same call.
+            Item::Bound(_, b) => {
+                built + b.object.fields.buf.len() + b.strings.buf.len() + b.object.fields.span(0, 2)
+            }
             // The built event repeats name and namespace and adds the reporter: counted as
             // twice the strings, plus a v1 event's fixed size.
             Item::PackedV1(_, p) => {
@@ -104,7 +111,10 @@ impl Item {
     /// When the (first) occurrence was recorded.
     pub(crate) fn at(&self) -> Time {
         match self {
-            Item::Core(at, _) | Item::Packed(at, _) | Item::PackedV1(at, _) => *at,
+            Item::Core(at, _)
+            | Item::Packed(at, _)
+            | Item::Bound(at, _)
+            | Item::PackedV1(at, _) => *at,
             Item::EventsV1(e) => e.event_time.unwrap_or_default(),
             Item::Repeated(first, _) => first.at(),
         }
@@ -145,6 +155,21 @@ impl Item {
                 b.tag(2).field(p.event_type.as_str()).field(&p.strings.buf);
                 for end in p.strings.ends {
                     b.num(u64::from(end));
+                }
+            }
+            // Exactly the identity of the `Packed` form of the same call, so both forms of
+            // one occurrence merge in the overflow table.
+            Item::Bound(_, bound) => {
+                let object = &bound.object.fields;
+                let offset = object.buf.len() as u64;
+                b.tag(2)
+                    .field(bound.event_type.as_str())
+                    .field_parts(&[&object.buf, &bound.strings.buf]);
+                for end in object.ends {
+                    b.num(u64::from(end));
+                }
+                for end in bound.strings.ends {
+                    b.num(u64::from(end) + offset);
                 }
             }
             Item::EventsV1(e) => {
@@ -191,6 +216,11 @@ impl<const N: usize> Packed<N> {
 
     /// The strings, each copied into its own `String`.
     fn unpack(self) -> [String; N] {
+        self.to_strings()
+    }
+
+    /// The strings, each copied into its own `String`, keeping the buffer (shared ones).
+    fn to_strings(&self) -> [String; N] {
         let mut start = 0;
         self.ends.map(|end| {
             let s = self.buf[start..end as usize].to_owned();
@@ -256,6 +286,58 @@ impl PackedCore {
     }
 }
 
+/// An object an `ObjectRecorder` is bound to: its reference (for the general paths) and its
+/// fields packed once (for the calls, which share them).
+pub(crate) struct BoundObject {
+    pub(crate) reference: ObjectReference,
+    fields: Packed<7>,
+}
+
+impl BoundObject {
+    /// The reference back if its strings do not fit the offsets (over 4 GiB; the general
+    /// path takes it).
+    pub(crate) fn new(reference: ObjectReference) -> Result<Self, Box<ObjectReference>> {
+        match Packed::new(reference_fields(&reference)) {
+            Some(fields) => Ok(BoundObject { reference, fields }),
+            None => Err(Box::new(reference)),
+        }
+    }
+}
+
+/// An `ObjectRecorder::event` call: the shared object, and reason and message in one buffer.
+pub(crate) struct BoundCore {
+    object: Arc<BoundObject>,
+    strings: Packed<2>,
+    event_type: EventType,
+}
+
+impl BoundCore {
+    /// `None` if reason and message do not fit the offsets (the general path takes it).
+    pub(crate) fn new(
+        object: &Arc<BoundObject>,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Option<Self> {
+        Some(BoundCore {
+            object: Arc::clone(object),
+            strings: Packed::new([reason, message])?,
+            event_type,
+        })
+    }
+
+    /// The occurrence the general path would have queued.
+    pub(crate) fn unpack(self) -> Occurrence {
+        let [reason, message] = self.strings.unpack();
+        Occurrence::new(
+            reference_from(self.object.fields.to_strings()),
+            self.event_type,
+            reason,
+            message,
+        )
+    }
+}
+
 /// The strings of an events.k8s.io/v1 call without `related` or annotations, in one buffer:
 /// the regarding reference's fields, then reason, action and note.
 pub(crate) struct PackedV1 {
@@ -306,6 +388,7 @@ pub(crate) fn build(
         // Split by the broadcaster before building; built as its first occurrence.
         Item::Repeated(first, _) => return build(factories, *first, registry),
         Item::Packed(at, p) => factory.make(at, p.unpack()),
+        Item::Bound(at, b) => factory.make(at, b.unpack()),
         Item::Core(at, occ) => factory.make(at, *occ),
         Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),
         Item::PackedV1(at, p) => {
@@ -324,5 +407,55 @@ pub(crate) fn build(
             registry.intake.built_invalid();
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevents_core::EventSource;
+
+    fn reference() -> ObjectReference {
+        ObjectReference::new("v1", "Pod", "ns", "web-1")
+            .with_uid("u-1")
+            .with_field_path("spec.containers{app}")
+    }
+
+    /// An `ObjectRecorder` call and a plain `event` call of the same occurrence are the same
+    /// item in every respect the pipeline looks at: the overflow identity (so they merge),
+    /// the byte estimate (so the queues count them alike) and the event they build.
+    #[test]
+    fn bound_and_packed_calls_are_the_same_occurrence() {
+        let at = Time::from_unix_secs(1_700_000_000);
+        let r = reference();
+        let object = Arc::new(BoundObject::new(r.clone()).ok().unwrap());
+        let bound = || {
+            Item::Bound(
+                at,
+                BoundCore::new(&object, EventType::Warning, "BackOff", "restarting").unwrap(),
+            )
+        };
+        let packed = || {
+            Item::Packed(
+                at,
+                PackedCore::new(&r, EventType::Warning, "BackOff", "restarting").unwrap(),
+            )
+        };
+        assert_eq!(bound().identity(), packed().identity());
+        assert_eq!(bound().approx_bytes(), packed().approx_bytes());
+        assert_eq!(bound().at(), packed().at());
+        let factories = Factories {
+            core: EventFactory::new(EventSource::new("c", "h")),
+            v1: V1Intake::default(),
+        };
+        let registry = Registry::new();
+        let built = |item| build(&factories, item, &registry).unwrap();
+        assert_eq!(built(bound()).core(), built(packed()).core());
+        // Another message is another identity.
+        let other = Item::Bound(
+            at,
+            BoundCore::new(&object, EventType::Warning, "BackOff", "restarted").unwrap(),
+        );
+        assert_ne!(other.identity(), packed().identity());
     }
 }

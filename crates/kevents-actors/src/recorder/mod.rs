@@ -23,7 +23,7 @@ pub use events_v1::{CoreCalls, EventsV1Config};
 pub use fake::FakeRecorder;
 pub use fake_backend::FakeEvent;
 pub(crate) use handle::Backend;
-pub use handle::Recorder;
+pub use handle::{ObjectRecorder, Recorder};
 pub(crate) use intake::Intake;
 pub(crate) use item::{Factories, Item, build};
 pub use outcome::{DropReason, Emit, RecordError};
