@@ -61,10 +61,15 @@ pub struct PipelineArgs {
     /// Sink watcher queue capacity (both policies).
     #[arg(long, default_value_t = 1000)]
     pub watcher_capacity: usize,
-    /// Run the sink chain (correlator + sink) on its own arbiter thread (`true`) or on the
-    /// same thread as the recorder and the broadcaster (`false`).
+    /// Run the sink chain's correlator on its own arbiter thread (`true`) or on the same
+    /// thread as the recorder and the broadcaster (`false`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub sink_thread: bool,
+    /// Run the sink chain's writer (the sink actor) on an arbiter thread of its own
+    /// (`PipelineBuilder::writer_arbiter`; `true`) or on the thread of the recorder and the
+    /// broadcaster (`false`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub writer_thread: bool,
 }
 
 /// Runs the benchmark and prints one JSON object per run.
@@ -177,7 +182,11 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
     // write coalescing too. No write budget either way (the sink is not a server).
     let coalesce_writes = args.policy == Policy::Coalesce;
     let arbiter = args.sink_thread.then(actix::Arbiter::new);
+    let writer = args.writer_thread.then(actix::Arbiter::new);
     let mut builder = Pipeline::builder(EventSource::new("bench", "node"));
+    if let Some(a) = &writer {
+        builder = builder.writer_arbiter(a.handle());
+    }
     if let Some(a) = &arbiter {
         builder = builder.sink_arbiter(a.handle());
     }
@@ -209,7 +218,7 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
     let emitted = actix_rt::task::spawn_blocking(move || emit_all(recorder, w)).await??;
     let report = pipeline.shutdown(Duration::from_secs(600)).await;
     let elapsed = start.elapsed();
-    if let Some(a) = arbiter {
+    for a in [arbiter, writer].into_iter().flatten() {
         a.stop();
     }
     let delivered = sink.writes.load(Ordering::Relaxed);
@@ -227,6 +236,7 @@ async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json:
         },
         "watcher_capacity": args.watcher_capacity,
         "sink_thread": args.sink_thread,
+        "writer_thread": args.writer_thread,
         "emit_ns_per_event": emitted.emit_ns as f64 / w.n.max(1) as f64,
         "pipeline_delivered": delivered,
         "writes": delivered,

@@ -115,7 +115,16 @@ pub(crate) struct SinkSpec {
     pub(crate) options: SinkOptions,
 }
 
-/// Starts one chain: the correlator (on `arbiter` if given) and its supervised sink actor,
+/// Where a chain's two actors run (`None`: the arbiter that starts the chain).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Placement<'a> {
+    /// The correlator's arbiter (`PipelineBuilder::sink_arbiter`).
+    pub(crate) correlator: Option<&'a ArbiterHandle>,
+    /// The sink actor's arbiter (`PipelineBuilder::writer_arbiter`).
+    pub(crate) writer: Option<&'a ArbiterHandle>,
+}
+
+/// Starts one chain: the correlator and its supervised sink actor where `placement` says,
 /// writing with `spec`'s budget or else `budget`. Returns the chain, its watcher recipients
 /// and its queue.
 pub(crate) fn spawn_chain(
@@ -123,8 +132,9 @@ pub(crate) fn spawn_chain(
     budget: &WriteBudget,
     registry: &Arc<Registry>,
     queue_max_bytes: usize,
-    arbiter: Option<&ArbiterHandle>,
+    placement: Placement<'_>,
 ) -> (SinkChain, Recipient<EventMessage>, Arc<WatcherQueue>) {
+    let arbiter = placement.correlator;
     let counters = Arc::new(SinkCounters::new(&spec.name));
     registry.add_sink(Arc::clone(&counters));
     let budget = spec
@@ -139,10 +149,14 @@ pub(crate) fn spawn_chain(
         queue_max_bytes,
     ));
     let registry = Arc::clone(registry);
-    // With a sink arbiter, the correlator runs there and the sink actor stays on this
-    // arbiter: the two halves of a chain (correlating, writing) then share the work of a
-    // burst between two threads. Without one, both run here.
-    let home = arbiter.map(|_| Arbiter::current());
+    // With a sink arbiter, the correlator runs there and the sink actor on the writer
+    // arbiter, or else stays on this arbiter: the two halves of a chain (correlating,
+    // writing) then share the work of a burst between threads. Without either, both run here.
+    let home = match (placement.writer, arbiter) {
+        (Some(w), _) => Some(w.clone()),
+        (None, Some(_)) => Some(Arbiter::current()),
+        (None, None) => None,
+    };
     // Runs on the thread of the arbiter the correlator starts on.
     let build = move |ctx: &mut Context<CorrelatorActor>| {
         let options = spec.options;

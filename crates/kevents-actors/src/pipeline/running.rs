@@ -10,7 +10,9 @@ use thiserror::Error;
 use super::report::ShutdownReport;
 use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregister, WatcherId};
 use crate::budget::WriteBudget;
-use crate::core_v1::{ReleaseTails, SinkChain, SinkOptions, SinkSpec, StopCorrelator, spawn_chain};
+use crate::core_v1::{
+    Placement, ReleaseTails, SinkChain, SinkOptions, SinkSpec, StopCorrelator, spawn_chain,
+};
 use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
@@ -32,6 +34,7 @@ pub struct Pipeline {
     pub(super) sinks: Vec<SinkChain>,
     pub(super) series: Vec<SeriesChain>,
     pub(super) sink_arbiter: Option<ArbiterHandle>,
+    pub(super) writer_arbiter: Option<ArbiterHandle>,
     pub(super) queue_max_bytes: usize,
     /// The budget of chains without their own.
     pub(super) budget: WriteBudget,
@@ -124,7 +127,10 @@ impl Pipeline {
             &self.budget,
             &self.registry,
             self.queue_max_bytes,
-            self.sink_arbiter.as_ref(),
+            Placement {
+                correlator: self.sink_arbiter.as_ref(),
+                writer: self.writer_arbiter.as_ref(),
+            },
         );
         let name = queue.name().to_owned();
         let batch = Some(chain.correlator.clone().recipient());
