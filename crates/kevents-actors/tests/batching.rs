@@ -223,42 +223,55 @@ async fn packed_event_path_builds_the_same_event() {
     assert_eq!(e.first_timestamp, Some(at));
 }
 
-/// With a sink arbiter the correlator runs there and the sink actor on the arbiter of
-/// `start`: batches cross threads both ways, order and accounting are kept, and shutdown
-/// leaves no actor behind.
-#[actix_rt::test]
-async fn sink_arbiter_split_keeps_order_and_stops_cleanly() {
-    let arbiter = actix::Arbiter::new();
-    let sink = ScriptedSink::new();
+/// A burst of 2 000 distinct-enough occurrences through a chain with a 10-slot backpressure
+/// queue, on the arbiters `place` sets; returns the shutdown report and the sink.
+async fn burst_on_arbiters(
+    sink: ScriptedSink,
+    place: impl FnOnce(kevents_actors::PipelineBuilder) -> kevents_actors::PipelineBuilder,
+) -> (kevents_actors::ShutdownReport, ScriptedSink, usize) {
     let (tick, clock) = ticking();
-    let p = Pipeline::builder(source())
+    let builder = Pipeline::builder(source())
         .clock(clock)
-        .sink_arbiter(arbiter.handle())
         .intake(IntakePolicy::Unbounded)
         .sink(
             "api",
             sink.clone(),
             no_spam(WatcherPolicy::Backpressure { capacity: 10 }),
-        )
-        .start();
+        );
+    let p = place(builder).start();
     let r = p.recorder();
     let n = 2000;
     for i in 0..n {
         tick.advance(Duration::from_millis(1));
         r.emit(distinct(i, 4)).unwrap();
     }
-    let report = p.shutdown(Duration::from_secs(60)).await;
+    (p.shutdown(Duration::from_secs(60)).await, sink, n)
+}
+
+/// The messages the sink stored, in the order it stored them.
+fn stored_order(sink: &ScriptedSink) -> Vec<usize> {
+    sink.calls()
+        .iter()
+        .filter(|c| c.ok)
+        .map(|c| c.message[1..].parse().unwrap())
+        .collect()
+}
+
+/// With a sink arbiter the correlator runs there and the sink actor on the arbiter of
+/// `start`: batches cross threads both ways, order and accounting are kept, and shutdown
+/// leaves no actor behind.
+#[actix_rt::test]
+async fn sink_arbiter_split_keeps_order_and_stops_cleanly() {
+    let arbiter = actix::Arbiter::new();
+    let handle = arbiter.handle();
+    let (report, sink, n) =
+        burst_on_arbiters(ScriptedSink::new(), |b| b.sink_arbiter(handle)).await;
     arbiter.stop();
     assert!(report.completed);
     assert_eq!(report.live_actors, 0);
     assert_eq!(report.stats.dropped_total(), 0);
     assert_eq!(report.delivered(), n as u64);
-    let order: Vec<usize> = sink
-        .calls()
-        .iter()
-        .map(|c| c.message[1..].parse().unwrap())
-        .collect();
-    assert_eq!(order, (0..n).collect::<Vec<_>>());
+    assert_eq!(stored_order(&sink), (0..n).collect::<Vec<_>>());
 }
 
 /// With a writer arbiter as well, the sink actor runs on a third thread: order and
@@ -267,29 +280,12 @@ async fn sink_arbiter_split_keeps_order_and_stops_cleanly() {
 #[actix_rt::test]
 async fn writer_arbiter_keeps_order_restarts_and_stops_cleanly() {
     let (correlate, write) = (actix::Arbiter::new(), actix::Arbiter::new());
+    let (c, w) = (correlate.handle(), write.handle());
     let sink = ScriptedSink {
         panic_on_call: Some(7),
         ..ScriptedSink::new()
     };
-    let (tick, clock) = ticking();
-    let p = Pipeline::builder(source())
-        .clock(clock)
-        .sink_arbiter(correlate.handle())
-        .writer_arbiter(write.handle())
-        .intake(IntakePolicy::Unbounded)
-        .sink(
-            "api",
-            sink.clone(),
-            no_spam(WatcherPolicy::Backpressure { capacity: 10 }),
-        )
-        .start();
-    let r = p.recorder();
-    let n = 2000;
-    for i in 0..n {
-        tick.advance(Duration::from_millis(1));
-        r.emit(distinct(i, 4)).unwrap();
-    }
-    let report = p.shutdown(Duration::from_secs(60)).await;
+    let (report, sink, n) = burst_on_arbiters(sink, |b| b.sink_arbiter(c).writer_arbiter(w)).await;
     correlate.stop();
     write.stop();
     assert!(report.completed);
@@ -297,12 +293,6 @@ async fn writer_arbiter_keeps_order_restarts_and_stops_cleanly() {
     assert_eq!(report.stats.dropped_total(), 0);
     assert_eq!(report.delivered(), n as u64);
     assert_eq!(report.stats.sink("api").unwrap().restarts, 1);
-    // Every occurrence was written once, in order (the write the panic interrupted again).
-    let order: Vec<usize> = sink
-        .calls()
-        .iter()
-        .filter(|c| c.ok)
-        .map(|c| c.message[1..].parse().unwrap())
-        .collect();
-    assert_eq!(order, (0..n).collect::<Vec<_>>());
+    // Every occurrence was stored once, in order (the write the panic interrupted again).
+    assert_eq!(stored_order(&sink), (0..n).collect::<Vec<_>>());
 }

@@ -223,17 +223,32 @@ impl Intake {
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
+        if let Err(e) = self.check_plain_call(event_type, &r.namespace)? {
+            return Some(Err(e));
+        }
+        let packed = PackedCore::new(r, event_type, reason, message)?;
+        Some(self.send(Item::Packed(self.clock.now(), packed)))
+    }
+
+    /// The checks of a plain core/v1 `event` call (no annotations) before it is packed:
+    /// `None` when core/v1 calls go to events.k8s.io/v1 (the general path converts them),
+    /// else whether the call may go on (closed pipeline and client-side validation refuse
+    /// it, counted).
+    fn check_plain_call(
+        &self,
+        event_type: EventType,
+        namespace: &str,
+    ) -> Option<Result<(), RecordError>> {
         if self.v1.core_calls_action().is_some() {
             return None;
         }
         if let Err(e) = self.check_open() {
             return Some(Err(e));
         }
-        if let Err(e) = validate_parts(event_type.as_str(), &r.namespace, &BTreeMap::new()) {
+        if let Err(e) = validate_parts(event_type.as_str(), namespace, &BTreeMap::new()) {
             return Some(self.refuse(Refusal::Invalid, e.into()));
         }
-        let packed = PackedCore::new(r, event_type, reason, message)?;
-        Some(self.send(Item::Packed(self.clock.now(), packed)))
+        Some(Ok(()))
     }
 
     /// An `ObjectRecorder::event` call: the same checks, clock reading and intake as
@@ -246,15 +261,8 @@ impl Intake {
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        if self.v1.core_calls_action().is_some() {
-            return None;
-        }
-        if let Err(e) = self.check_open() {
+        if let Err(e) = self.check_plain_call(event_type, &object.reference.namespace)? {
             return Some(Err(e));
-        }
-        let namespace = &object.reference.namespace;
-        if let Err(e) = validate_parts(event_type.as_str(), namespace, &BTreeMap::new()) {
-            return Some(self.refuse(Refusal::Invalid, e.into()));
         }
         let bound = BoundCore::new(object, event_type, reason, message)?;
         Some(self.send(Item::Bound(self.clock.now(), bound)))

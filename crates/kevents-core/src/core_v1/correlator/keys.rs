@@ -117,15 +117,16 @@ pub(crate) fn event_key_tail(e: &Event, kb: &mut KeyBuilder) {
 /// it (cheaper than building, hashing and looking it up: `update_state` checks the entry
 /// `correlate` just wrote this way).
 pub(crate) fn is_event_key(e: &Event, key: &[u8]) -> bool {
+    let [a, b, c, d, f, g, h] = spam_key_fields(e);
     let o = &e.involved_object;
-    let fields = [
-        &e.source.component,
-        &e.source.host,
-        &o.kind,
-        &o.namespace,
-        &o.name,
-        &o.uid,
-        &o.api_version,
+    let fields: [&str; 11] = [
+        a,
+        b,
+        c,
+        d,
+        f,
+        g,
+        h,
         &e.type_,
         &e.reason,
         &o.field_path,
@@ -199,8 +200,13 @@ pub const AGGREGATE_PREFIX: &str = "(combined from similar events): ";
 /// component and host, involved object kind, namespace, name, uid and apiVersion. Every event about
 /// one object from one source shares one token bucket.
 pub fn spam_key(e: &Event, kb: &mut KeyBuilder) {
+    kb.push_all(&spam_key_fields(e));
+}
+
+/// The fields of [`spam_key`], in its order (the start of every default key).
+fn spam_key_fields(e: &Event) -> [&str; 7] {
     let o = &e.involved_object;
-    kb.push_all(&[
+    [
         &e.source.component,
         &e.source.host,
         &o.kind,
@@ -208,7 +214,7 @@ pub fn spam_key(e: &Event, kb: &mut KeyBuilder) {
         &o.name,
         &o.uid,
         &o.api_version,
-    ]);
+    ]
 }
 
 /// client-go 1.32's spam key: [`spam_key`] plus the event type, so Warnings get a bucket of
