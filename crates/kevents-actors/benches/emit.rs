@@ -4,6 +4,8 @@
 //!
 //! - `recorder_event`: core/v1 `Recorder::event` (validation, intake), into a correlator
 //!   sink chain.
+//! - `object_recorder_event`: the same call on an `ObjectRecorder` bound to the pod
+//!   beforehand (`Recorder::for_object`).
 //! - `recorder_event_v1`: events.k8s.io/v1 `Recorder::eventf_v1` with a literal note (event
 //!   built and validated with the server's rules at the call, intake), into a series sink
 //!   chain.
@@ -108,6 +110,19 @@ fn emit(c: &mut Criterion) {
         b.iter_custom(|iters| {
             core.time_calls(iters, |i| {
                 let r = recorder.event(&pods[i], EventType::Normal, "Reason1", "message variant 0");
+                debug_assert_eq!(r, Ok(Emit::Queued));
+                std::hint::black_box(r).ok();
+            })
+        })
+    });
+    let bound: Vec<_> = pods
+        .iter()
+        .filter_map(|p| recorder.for_object(p).ok())
+        .collect();
+    c.bench_function("object_recorder_event", |b| {
+        b.iter_custom(|iters| {
+            core.time_calls(iters, |i| {
+                let r = bound[i].event(EventType::Normal, "Reason1", "message variant 0");
                 debug_assert_eq!(r, Ok(Emit::Queued));
                 std::hint::black_box(r).ok();
             })
