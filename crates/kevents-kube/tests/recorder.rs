@@ -45,6 +45,26 @@ fn reporter() -> kube::runtime::events::Reporter {
     }
 }
 
+/// The events of `default`, read back after the recorder's shutdown. One CI run of the
+/// whole suite (2026-11-26, current-thread runtime, simulator) saw this list time out after
+/// its 10 s deadline, once in about twenty runs; it never reproduced in 44 runs of this test
+/// binary alone, under load or not. Until the cause is found (a request on a pooled
+/// connection that nothing answers?), a timed-out list is tried again, twice at most; any
+/// other error, or a third timeout, fails the test.
+async fn list_after_shutdown(sink: &KubeSink) -> Vec<kevents_core::events_v1::Event> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match sink.list_events_v1("default").await {
+            Ok(events) => return events,
+            Err(kevents_kube::ListError::Sink(SinkError::Timeout(t))) if attempt < 3 => {
+                eprintln!("list timed out after {t:?} (attempt {attempt}); trying again");
+            }
+            Err(e) => panic!("list: {e:?}"),
+        }
+    }
+}
+
 /// 16 tasks publish 50 times each about 4 ConfigMaps (the same 4 keys from every task, the
 /// resourceVersion changing as between reconciles): one stored event per ConfigMap whose
 /// series count is exactly the number of calls about it, with a handful of requests.
@@ -84,7 +104,7 @@ async fn sixteen_tasks(target: &Target) {
     // Per ConfigMap: CREATE, series start PATCH, final PATCH at shutdown.
     assert_eq!(s.created, 4, "{s:?}");
     let sink = KubeSink::new(client);
-    let events = sink.list_events_v1("default").await.expect("list");
+    let events = list_after_shutdown(&sink).await;
     let mine: Vec<_> = events
         .iter()
         .filter(|e| e.reporting_controller == "kevents.io/kube-test")
