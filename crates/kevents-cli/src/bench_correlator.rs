@@ -41,7 +41,8 @@ pub fn run(args: CorrelatorArgs) -> anyhow::Result<()> {
 /// occurrence (in place, as the pipeline's correlator actor does) and, unless skipped,
 /// `update_state` with the event as the server would store it (a new resourceVersion) and
 /// the correlation's hint, as the actor passes it. Events are dropped after the timed part,
-/// batch by batch (client-go's harness keeps all of them alive in a slice). `total_events_per_s` also counts building the events.
+/// batch by batch (client-go's harness keeps all of them alive in a slice).
+/// `total_events_per_s` also counts building and dropping the events.
 fn run_once(w: Workload) -> serde_json::Value {
     const BATCH: usize = 1024;
     let clock = VirtualClock::new(Time::from_unix_secs(1_700_000_000));

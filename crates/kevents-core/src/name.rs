@@ -31,9 +31,8 @@ pub fn event_name(object_name: &str, t: Time) -> String {
             break;
         }
     }
-    for &d in &digits[i..] {
-        s.push(char::from(d));
-    }
+    // Hex digits are ASCII, so always UTF-8.
+    s.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
     s
 }
 

@@ -116,7 +116,7 @@ pub(crate) struct SinkSpec {
 }
 
 /// Where a chain's two actors run (`None`: the arbiter that starts the chain).
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub(crate) struct Placement<'a> {
     /// The correlator's arbiter (`PipelineBuilder::sink_arbiter`).
     pub(crate) correlator: Option<&'a ArbiterHandle>,

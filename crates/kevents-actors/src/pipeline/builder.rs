@@ -113,8 +113,8 @@ impl PipelineBuilder {
     /// arbiter (thread): with [`sink_arbiter`](PipelineBuilder::sink_arbiter) as well, intake
     /// and fan-out, correlation and writing each have a thread, and a burst keeps all of
     /// them busy instead of waiting for one another (`kevents bench pipeline`, hot,
-    /// backpressure: about 18% more events per second on 2 cores than with the writers on
-    /// the arbiter of `start`; docs/benchmarks.md). A sink restarted by its supervisor stays
+    /// backpressure: about 20% more events per second on 2 cores than with the writers on
+    /// the arbiter of `start`, no gain on `wide`; docs/benchmarks.md). A sink restarted by its supervisor stays
     /// on this arbiter.
     ///
     /// ```no_run

@@ -10,7 +10,6 @@ use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Referen
 
 use super::fake_backend::FakeStore;
 use super::intake::Intake;
-use super::item::BoundObject;
 use super::outcome::{Emit, RecordError};
 
 /// What a handle records into.
@@ -278,14 +277,9 @@ impl Recorder {
         &self,
         object: &R,
     ) -> Result<ObjectRecorder, RecordError> {
-        let reference = self.reference(object)?;
-        let bound = match BoundObject::new(reference) {
-            Ok(b) => Bound::Packed(Arc::new(b)),
-            Err(reference) => Bound::General(Arc::from(reference)),
-        };
         Ok(ObjectRecorder {
             recorder: self.clone(),
-            object: bound,
+            object: Arc::new(self.reference(object)?),
         })
     }
 
@@ -317,21 +311,15 @@ impl Recorder {
 #[derive(Clone)]
 pub struct ObjectRecorder {
     recorder: Recorder,
-    object: Bound,
-}
-
-/// The bound object: packed for the intake, or (over 4 GiB of strings) only its reference.
-#[derive(Clone)]
-enum Bound {
-    Packed(Arc<BoundObject>),
-    General(Arc<ObjectReference>),
+    /// Shared by every call's intake item instead of copied into it.
+    object: Arc<ObjectReference>,
 }
 
 impl fmt::Debug for ObjectRecorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ObjectRecorder")
             .field("recorder", &self.recorder)
-            .field("object", self.object())
+            .field("object", &self.object)
             .finish()
     }
 }
@@ -339,10 +327,7 @@ impl fmt::Debug for ObjectRecorder {
 impl ObjectRecorder {
     /// The object this recorder is bound to.
     pub fn object(&self) -> &ObjectReference {
-        match &self.object {
-            Bound::Packed(b) => &b.reference,
-            Bound::General(r) => r,
-        }
+        &self.object
     }
 
     /// The recorder this one was bound from.
@@ -357,13 +342,13 @@ impl ObjectRecorder {
         reason: &str,
         message: &str,
     ) -> Result<Emit, RecordError> {
-        if let (Backend::Intake(p), Bound::Packed(object)) = (&self.recorder.backend, &self.object)
-            && let Some(res) = p.submit_bound(object, event_type, reason, message)
+        if let Backend::Intake(p) = &self.recorder.backend
+            && let Some(res) = p.submit_bound(&self.object, event_type, reason, message)
         {
             return res;
         }
         self.recorder
-            .event(self.object(), event_type, reason, message)
+            .event(&*self.object, event_type, reason, message)
     }
 
     /// [`Recorder::eventf`] on the bound object.

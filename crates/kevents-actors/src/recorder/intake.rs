@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::coalesce::{IntakeOverflow, Spilled};
 use super::events_v1::V1Intake;
-use super::item::{BoundCore, BoundObject, Item, PackedCore, PackedV1};
+use super::item::{BoundCore, Item, PackedCore, PackedV1};
 use super::outcome::{DropReason, Emit, RecordError};
 use crate::policy::IntakePolicy;
 use crate::queue::IntakeBytes;
@@ -256,12 +256,12 @@ impl Intake {
     /// (`None`: take the general path).
     pub(crate) fn submit_bound(
         &self,
-        object: &Arc<BoundObject>,
+        object: &Arc<ObjectReference>,
         event_type: EventType,
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        if let Err(e) = self.check_plain_call(event_type, &object.reference.namespace)? {
+        if let Err(e) = self.check_plain_call(event_type, &object.namespace)? {
             return Some(Err(e));
         }
         let bound = BoundCore::new(object, event_type, reason, message)?;

@@ -71,9 +71,15 @@ impl Item {
         let built = std::mem::size_of::<Event>();
         match self {
             Item::Packed(_, p) => built + p.strings.buf.len() + p.strings.span(0, 2),
-            // The same figure as the `Packed` form of the same call.
+            // The same figure as the `Packed` form of the same call (whose first two strings
+            // are the reference's first two fields).
             Item::Bound(_, b) => {
-                built + b.object.fields.buf.len() + b.strings.buf.len() + b.object.fields.span(0, 2)
+                let [first, second, ..] = reference_fields(&b.object);
+                built
+                    + reference_bytes(&b.object)
+                    + b.strings.buf.len()
+                    + first.len()
+                    + second.len()
             }
             // The built event repeats name and namespace and adds the reporter: counted as
             // twice the strings, plus a v1 event's fixed size.
@@ -157,19 +163,20 @@ impl Item {
                     b.num(u64::from(end));
                 }
             }
-            // Exactly the identity of the `Packed` form of the same call, so both forms of
-            // one occurrence merge in the overflow table.
+            // Exactly the identity of the `Packed` form of the same call (its nine strings
+            // back to back, then where each ends), so both forms of one occurrence merge in
+            // the overflow table.
             Item::Bound(_, bound) => {
-                let object = &bound.object.fields;
-                let offset = object.buf.len() as u64;
+                let [reason, message] = bound.strings.strings();
+                let [a, c, d, e, f, g, h] = reference_fields(&bound.object);
+                let parts = [a, c, d, e, f, g, h, reason, message];
                 b.tag(2)
                     .field(bound.event_type.as_str())
-                    .field_parts(&[&object.buf, &bound.strings.buf]);
-                for end in object.ends {
-                    b.num(u64::from(end));
-                }
-                for end in bound.strings.ends {
-                    b.num(u64::from(end) + offset);
+                    .field_parts(&parts);
+                let mut end = 0u64;
+                for p in parts {
+                    end += p.len() as u64;
+                    b.num(end);
                 }
             }
             Item::EventsV1(e) => {
@@ -208,6 +215,16 @@ impl<const N: usize> Packed<N> {
         Some(Packed { buf, ends })
     }
 
+    /// The strings, borrowed.
+    fn strings(&self) -> [&str; N] {
+        let mut start = 0;
+        self.ends.map(|end| {
+            let s = &self.buf[start..end as usize];
+            start = end as usize;
+            s
+        })
+    }
+
     /// Bytes of strings `from..to` (exclusive).
     fn span(&self, from: usize, to: usize) -> usize {
         let start = if from == 0 { 0 } else { self.ends[from - 1] };
@@ -216,11 +233,6 @@ impl<const N: usize> Packed<N> {
 
     /// The strings, each copied into its own `String`.
     fn unpack(self) -> [String; N] {
-        self.to_strings()
-    }
-
-    /// The strings, each copied into its own `String`, keeping the buffer (shared ones).
-    fn to_strings(&self) -> [String; N] {
         let mut start = 0;
         self.ends.map(|end| {
             let s = self.buf[start..end as usize].to_owned();
@@ -286,27 +298,10 @@ impl PackedCore {
     }
 }
 
-/// An object an `ObjectRecorder` is bound to: its reference (for the general paths) and its
-/// fields packed once (for the calls, which share them).
-pub(crate) struct BoundObject {
-    pub(crate) reference: ObjectReference,
-    fields: Packed<7>,
-}
-
-impl BoundObject {
-    /// The reference back if its strings do not fit the offsets (over 4 GiB; the general
-    /// path takes it).
-    pub(crate) fn new(reference: ObjectReference) -> Result<Self, Box<ObjectReference>> {
-        match Packed::new(reference_fields(&reference)) {
-            Some(fields) => Ok(BoundObject { reference, fields }),
-            None => Err(Box::new(reference)),
-        }
-    }
-}
-
-/// An `ObjectRecorder::event` call: the shared object, and reason and message in one buffer.
+/// An `ObjectRecorder::event` call: the bound object (shared by every call on it, not
+/// copied), and reason and message in one buffer.
 pub(crate) struct BoundCore {
-    object: Arc<BoundObject>,
+    object: Arc<ObjectReference>,
     strings: Packed<2>,
     event_type: EventType,
 }
@@ -314,7 +309,7 @@ pub(crate) struct BoundCore {
 impl BoundCore {
     /// `None` if reason and message do not fit the offsets (the general path takes it).
     pub(crate) fn new(
-        object: &Arc<BoundObject>,
+        object: &Arc<ObjectReference>,
         event_type: EventType,
         reason: &str,
         message: &str,
@@ -329,12 +324,7 @@ impl BoundCore {
     /// The occurrence the general path would have queued.
     pub(crate) fn unpack(self) -> Occurrence {
         let [reason, message] = self.strings.unpack();
-        Occurrence::new(
-            reference_from(self.object.fields.to_strings()),
-            self.event_type,
-            reason,
-            message,
-        )
+        Occurrence::new((*self.object).clone(), self.event_type, reason, message)
     }
 }
 
@@ -428,7 +418,7 @@ mod tests {
     fn bound_and_packed_calls_are_the_same_occurrence() {
         let at = Time::from_unix_secs(1_700_000_000);
         let r = reference();
-        let object = Arc::new(BoundObject::new(r.clone()).ok().unwrap());
+        let object = Arc::new(r.clone());
         let bound = || {
             Item::Bound(
                 at,

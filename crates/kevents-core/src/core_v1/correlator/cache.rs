@@ -106,20 +106,21 @@ impl<V> BoundedCache<V> {
         Some(self.use_at(i))
     }
 
-    /// Like [`get_mut`](Self::get_mut), with the entry's index (valid until the next insert).
+    /// Like [`get_mut`](Self::get_mut), with the entry's index. Entries are never removed,
+    /// so the index stays in range; an insert may give the entry another key.
     pub(crate) fn get_indexed(&mut self, hash: u64, key: &[u8]) -> Option<(u32, &mut V)> {
         let i = self.find(hash, key)?;
         Some((i, self.use_at(i)))
     }
 
     /// The key of the entry at `i` (an index [`get_indexed`](Self::get_indexed) or
-    /// [`insert_with`](Self::insert_with) returned, with no insert since).
+    /// [`insert_with`](Self::insert_with) returned; the entry may hold another key since).
     pub(crate) fn key_at(&self, i: u32) -> &[u8] {
         &self.entries[i as usize].key
     }
 
     /// The entry at `i` (as for [`key_at`](Self::key_at)), marked most recently used: what
-    /// `get_mut` with its key would return.
+    /// `get_mut` with the entry's current key would return.
     pub(crate) fn use_at(&mut self, i: u32) -> &mut V {
         if self.head != i {
             self.unlink(i);

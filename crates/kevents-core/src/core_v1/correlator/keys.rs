@@ -117,29 +117,22 @@ pub(crate) fn event_key_tail(e: &Event, kb: &mut KeyBuilder) {
 /// it (cheaper than building, hashing and looking it up: `update_state` checks the entry
 /// `correlate` just wrote this way).
 pub(crate) fn is_event_key(e: &Event, key: &[u8]) -> bool {
-    let [a, b, c, d, f, g, h] = spam_key_fields(e);
-    let o = &e.involved_object;
-    let fields: [&str; 11] = [
-        a,
-        b,
-        c,
-        d,
-        f,
-        g,
-        h,
-        &e.type_,
+    let tail = [
+        e.type_.as_str(),
         &e.reason,
-        &o.field_path,
+        &e.involved_object.field_path,
         &e.message,
     ];
-    let mut rest = key;
-    for field in fields {
-        match strip_field(rest, field.as_bytes()) {
-            Some(r) => rest = r,
-            None => return false,
-        }
-    }
-    rest.is_empty()
+    strip_fields(key, &spam_key_fields(e))
+        .and_then(|rest| strip_fields(rest, &tail))
+        .is_some_and(<[u8]>::is_empty)
+}
+
+/// `key` after `fields`, if it starts with them.
+fn strip_fields<'k>(key: &'k [u8], fields: &[&str]) -> Option<&'k [u8]> {
+    fields
+        .iter()
+        .try_fold(key, |rest, f| strip_field(rest, f.as_bytes()))
 }
 
 /// `key` after its first field if that field is `field` (as [`KeyBuilder::push`] writes it).
