@@ -30,7 +30,7 @@ pub(crate) enum Item {
     /// A plain `event` call on an `ObjectReference`, packed on the caller's thread into one
     /// allocation (the Recorder actor unpacks it into the same [`Occurrence`]).
     Packed(Time, PackedCore),
-    /// An `ObjectRecorder::event` call: the object packed once and shared, reason and
+    /// An `ObjectRecorder::event` call: the object read once and shared, reason and
     /// message packed per call (the same [`Occurrence`] as `Packed` once unpacked).
     Bound(Time, BoundCore),
     /// Built and validated at the call (boxed: keeps the intake's slots small).
