@@ -30,23 +30,34 @@ pub(crate) fn start_thread(
         .name("kevents-recorder".into())
         .spawn(move || {
             let system = actix::System::new();
-            system.block_on(serve(builder, ready_tx, rx, drop_deadline));
+            let answer = system.block_on(serve(builder, ready_tx, rx, drop_deadline));
+            // The runtime goes first, with every connection task the pipeline's requests
+            // spawned on it: answered earlier, a request the caller makes right after
+            // `shutdown` (on the same `kube::Client`) could take a pooled connection whose
+            // task was about to be dropped, and never be answered (seen as a list timing out
+            // in about 3% of tries under load, never with the answer sent here).
+            drop(system);
+            if let Some((reply, report)) = answer {
+                let _ = reply.send(report);
+            }
         })
         .map_err(StartError::Thread)?;
     let recorder = ready_rx.recv().map_err(|_| StartError::Stopped)?;
     Ok((recorder, tx))
 }
 
+/// Serves the commands; returns the answer to a shutdown, sent once the thread's runtime is
+/// gone.
 async fn serve(
     builder: PipelineBuilder,
     ready: std::sync::mpsc::SyncSender<Recorder>,
     mut rx: mpsc::UnboundedReceiver<Command>,
     drop_deadline: Duration,
-) {
+) -> Option<(oneshot::Sender<ShutdownReport>, ShutdownReport)> {
     let pipeline: Pipeline = builder.start();
     if ready.send(pipeline.recorder()).is_err() {
         let _ = pipeline.shutdown(Duration::ZERO).await;
-        return;
+        return None;
     }
     while let Some(cmd) = rx.recv().await {
         match cmd {
@@ -57,8 +68,7 @@ async fn serve(
                 let _ = reply.send(pipeline.stats());
             }
             Command::Shutdown(deadline, reply) => {
-                let _ = reply.send(pipeline.shutdown(deadline).await);
-                return;
+                return Some((reply, pipeline.shutdown(deadline).await));
             }
         }
     }
@@ -71,4 +81,5 @@ async fn serve(
             "kevents recorder dropped without shutdown: events still pending were abandoned"
         );
     }
+    None
 }
