@@ -8,11 +8,11 @@ use std::time::Duration;
 use actix::prelude::*;
 use std::cell::Cell;
 
-use kevents_core::{Correlator, CorrelatorOptions, Event, StateHint};
+use kevents_core::{Correlator, CorrelatorOptions, StateHint};
 
 use super::sink::{Abandon, CorrelatedWrite, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch};
 use crate::fast_map::FastMap;
-use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded, core_repeat};
+use crate::message::{DeliverySlot, EventBatch, EventMessage, SharedCore, core_repeat};
 use crate::registry::Registry;
 use crate::telemetry::{Decisions, SinkCounters};
 
@@ -34,7 +34,7 @@ pub const TAIL_CHECK: Duration = Duration::from_secs(30);
 
 /// The newest skipped state of an event, waiting for its object's spam bucket.
 struct Tail {
-    event: Event,
+    event: SharedCore,
     patch: Option<Vec<u8>>,
 }
 
@@ -123,26 +123,30 @@ impl CorrelatorActor {
         let repeats = msg.repeats();
         let (record, slot) = msg.into_parts();
         let Some(repeats) = repeats else {
-            // The only holder (a single watcher) takes the event without copying it.
-            let event: Event = match Arc::try_unwrap(record) {
-                Ok(Recorded::Core(e)) => e,
-                // events.k8s.io/v1 events belong to series sink chains (the fallback to
-                // core/v1 happens at the recorder, which then emits `Recorded::Core`).
-                Ok(_) => return,
-                Err(shared) => match shared.core() {
-                    Some(e) => e.clone(),
-                    None => return,
-                },
-            };
-            self.correlate_one(event, slot, writes, t);
+            // The broadcaster's record itself: correlated in place, copied only when another
+            // watcher holds it too. events.k8s.io/v1 events belong to series sink chains (the
+            // fallback to core/v1 happens at the recorder, which then emits `Recorded::Core`).
+            if let Some(event) = SharedCore::from_recorded(record) {
+                self.correlate_one(event, slot, writes, t);
+            }
             return;
         };
         let Some(first) = record.core() else { return };
         let before = writes.len();
-        self.correlate_one(first.clone(), DeliverySlot::detached(), writes, t);
+        self.correlate_one(
+            SharedCore::new(first.clone()),
+            DeliverySlot::detached(),
+            writes,
+            t,
+        );
         let repeat = core_repeat(first, repeats.last);
         for _ in 0..repeats.more {
-            self.correlate_one(repeat.clone(), DeliverySlot::detached(), writes, t);
+            self.correlate_one(
+                SharedCore::new(repeat.clone()),
+                DeliverySlot::detached(),
+                writes,
+                t,
+            );
         }
         // The slot is held until the last write this message caused is finished.
         if writes.len() > before
@@ -155,7 +159,7 @@ impl CorrelatorActor {
     /// Correlates one event.
     fn correlate_one(
         &mut self,
-        mut event: Event,
+        mut event: SharedCore,
         slot: DeliverySlot,
         writes: &mut Vec<CorrelatedWrite>,
         t: &mut Decisions,
@@ -166,7 +170,7 @@ impl CorrelatorActor {
         }
         t.correlated += 1;
         // In place: the event is not moved into and out of the correlator.
-        let c = self.correlator.correlate_in_place(&mut event);
+        let c = self.correlator.correlate_in_place(event.make_mut());
         if c.aggregated {
             t.aggregated += 1;
         }
@@ -219,7 +223,7 @@ impl CorrelatorActor {
     /// for its event (`self.key_buf` holds its `namespace/name`).
     fn push_write(
         &mut self,
-        event: Event,
+        event: SharedCore,
         patch: Option<Vec<u8>>,
         hint: Option<StateHint>,
         slot: DeliverySlot,

@@ -13,7 +13,7 @@ use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
 use crate::budget::{Health, WriteBudget};
-use crate::message::DeliverySlot;
+use crate::message::{DeliverySlot, SharedCore};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
 use crate::telemetry::{SinkCounters, WriteEnd};
@@ -25,7 +25,7 @@ pub type SinkFactory = Arc<dyn Fn() -> Arc<dyn EventSink> + Send + Sync>;
 /// A correlated event to write (from the correlator actor).
 pub(crate) struct CorrelatedWrite {
     pub(crate) key: Key,
-    pub(crate) event: Event,
+    pub(crate) event: SharedCore,
     pub(crate) patch: Option<Vec<u8>>,
     pub(crate) slot: DeliverySlot,
 }
@@ -60,7 +60,7 @@ pub(crate) struct WhenIdle;
 
 /// A queued write: shared, so retries need no copy.
 pub(crate) struct QueuedWrite {
-    event: Arc<Event>,
+    event: SharedCore,
     patch: Option<Arc<[u8]>>,
     /// CREATE whatever the count: a CREATE that absorbed newer results.
     create: bool,
@@ -169,7 +169,7 @@ impl SinkActor {
 impl KeyedWrites for SinkActor {
     type Write = QueuedWrite;
     type Output = WriteOutcome;
-    type Attempt = Instrumented<WriteEvent<Arc<dyn EventSink>, Arc<Event>>>;
+    type Attempt = Instrumented<WriteEvent<Arc<dyn EventSink>, SharedCore>>;
 
     fn writer(&mut self) -> &mut KeyedWriter<QueuedWrite> {
         &mut self.writer
@@ -193,7 +193,7 @@ impl KeyedWrites for SinkActor {
             status = tracing::field::Empty,
         );
         let sink = Arc::clone(&self.sink);
-        let event = Arc::clone(&w.event);
+        let event = w.event.clone();
         let attempt = if w.create {
             WriteEvent::create(sink, event)
         } else {
@@ -344,7 +344,7 @@ impl Handler<WriteBatch> for SinkActor {
         self.counters.queued(batch.0.len() as u64);
         for w in batch.0 {
             let queued = QueuedWrite {
-                event: Arc::new(w.event),
+                event: w.event,
                 patch: w.patch.map(Arc::from),
                 create: false,
             };
