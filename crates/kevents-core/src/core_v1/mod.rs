@@ -24,7 +24,8 @@ mod sink;
 mod write;
 
 pub use make::{
-    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate, validate_parts,
+    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate,
+    validate_namespace, validate_parts,
 };
 pub use model::{Event, EventSeries, EventSource, EventType};
 pub use sink::{EventSink, SinkFuture};
