@@ -9,7 +9,8 @@ reported.
   python3 scripts/bench/interleave.py --oracle /path/to/evoracle \\
       [--kevents target/release/kevents] [--pairs 5] [--workload hot|wide] \\
       [--what correlator|pipeline|emit] [--policy drop|backpressure|coalesce] \\
-      [--emit-source emit|pipeline] [--emit-figure with-args|call|bound]
+      [--emit-source emit|pipeline] [--emit-figure with-args|call|bound] \\
+      [--kevents-args "--sink-thread false"]
 
 Prints one JSON line per pair and a summary line with the medians.
 
@@ -22,7 +23,7 @@ alone, arguments built beforehand), `--emit-figure bound` `bound_emit_ns` (the c
 `ObjectRecorder` bound to the object beforehand), and `--emit-source pipeline` the emit figure of `kevents
 bench pipeline` (the call alone, during the pipeline benchmark).
 """
-import argparse, json, statistics, subprocess, sys
+import argparse, json, shlex, statistics, subprocess, sys
 
 WORKLOADS = {
     "hot": dict(n=200000, objects=1000, reasons=5, messages=3),
@@ -48,6 +49,8 @@ def main():
     ap.add_argument("--policy", default="backpressure", choices=["drop", "backpressure", "coalesce"])
     ap.add_argument("--emit-source", default="emit", choices=["emit", "pipeline"])
     ap.add_argument("--emit-figure", default="with-args", choices=["with-args", "call", "bound"])
+    ap.add_argument("--kevents-args", default="",
+                    help="more arguments for the kevents bench command, e.g. \"--sink-thread false\"")
     a = ap.parse_args()
     w = WORKLOADS[a.workload]
     oracle = [a.oracle, "-mode", "bench"] + [x for k, v in w.items() for x in (f"-{k}", str(v))]
@@ -69,6 +72,7 @@ def main():
         key = {"with-args": "core_emit_with_args_ns", "call": "core_emit_ns",
                "bound": "bound_emit_ns"}[a.emit_figure]
         okey, higher = "emit_ns_per_event", False
+    kev += shlex.split(a.kevents_args)
     ratios, kv, ov = [], [], []
     for i in range(a.pairs):
         first_kevents = i % 2 == 0
