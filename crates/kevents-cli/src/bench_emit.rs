@@ -62,9 +62,7 @@ struct Timings {
 /// harness does around `Eventf` (`fmt.Sprintf` of the pod name, uid, reason and message).
 fn emit_all(recorder: Recorder, w: Workload) -> Timings {
     const CHUNK: usize = 1000;
-    let objects: Vec<ObjectReference> = (0..w.objects.min(10_000))
-        .map(|o| w.occurrence(o, EventType::Normal).object)
-        .collect();
+    let objects: Vec<ObjectReference> = (0..w.objects.min(10_000)).map(|o| w.object(o)).collect();
     let reasons: Vec<String> = (0..w.reasons)
         .map(|r| w.occurrence(r * w.objects, EventType::Normal).reason)
         .collect();

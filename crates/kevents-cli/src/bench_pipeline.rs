@@ -115,7 +115,7 @@ fn emit_all(recorder: kevents_actors::Recorder, w: Workload) -> anyhow::Result<E
                 .message
         })
         .collect();
-    let object = |o: usize| w.occurrence(o, EventType::Normal).object;
+    let object = |o: usize| w.object(o);
     let prebuilt: Vec<ObjectReference> = if w.objects <= PREBUILT_OBJECTS {
         (0..w.objects).map(object).collect()
     } else {

@@ -56,6 +56,23 @@ impl Workload {
             .find(|w| w.name == name)
     }
 
+    /// The object of occurrence `i` (Pod `bench/pod-<i % objects>`, uid `uid-<i % objects>`),
+    /// without building its reason and message.
+    ///
+    /// ```
+    /// use kevents_core::EventType;
+    /// use kevents_sim::workload::Workload;
+    /// let w = Workload::WIDE;
+    /// assert_eq!(w.object(100_007), w.occurrence(100_007, EventType::Normal).object);
+    /// assert_eq!(w.object(7).uid, "uid-7");
+    /// ```
+    pub fn object(&self, i: usize) -> ObjectReference {
+        let o = i % self.objects;
+        let mut object = ObjectReference::new("v1", "Pod", "bench", format!("pod-{o}"));
+        object.uid = format!("uid-{o}");
+        object
+    }
+
     /// Occurrence `i` of the workload with event type `event_type`.
     ///
     /// ```
@@ -67,11 +84,8 @@ impl Workload {
     /// assert_eq!(o.message, "message variant 0");
     /// ```
     pub fn occurrence(&self, i: usize, event_type: EventType) -> Occurrence {
-        let o = i % self.objects;
-        let mut object = ObjectReference::new("v1", "Pod", "bench", format!("pod-{o}"));
-        object.uid = format!("uid-{o}");
         Occurrence::new(
-            object,
+            self.object(i),
             event_type,
             format!("Reason{}", (i / self.objects) % self.reasons),
             format!(
