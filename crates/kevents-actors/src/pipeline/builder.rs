@@ -110,20 +110,22 @@ impl PipelineBuilder {
     }
 
     /// Runs the supervised sink actors (the writers) of the core/v1 sink chains on this
-    /// arbiter (thread): with [`sink_arbiter`](PipelineBuilder::sink_arbiter) as well, intake
-    /// and fan-out, correlation and writing each have a thread, and a burst keeps all of
-    /// them busy instead of waiting for one another (`kevents bench pipeline`, hot,
-    /// backpressure: about 20% more events per second on 2 cores than with the writers on
-    /// the arbiter of `start`, no gain on `wide`; docs/benchmarks.md). A sink restarted by its supervisor stays
-    /// on this arbiter.
+    /// arbiter (thread), so that writing proceeds in parallel with intake, fan-out and
+    /// correlation. A sink restarted by its supervisor stays on this arbiter.
+    ///
+    /// Which threads pay off depends on the cores (`kevents bench pipeline`, 2 cores,
+    /// docs/benchmarks.md): with the correlators on the arbiter of `start` and the writers
+    /// here (two threads), a backpressure burst ran 8-10% faster than with three threads
+    /// ([`sink_arbiter`](PipelineBuilder::sink_arbiter) as well), and that was itself about
+    /// 20% faster on `hot` than one thread; with the coalescing defaults the two placements
+    /// were within 5% of each other.
     ///
     /// ```no_run
     /// # use kevents_actors::Pipeline;
     /// # use kevents_core::EventSource;
     /// # actix::System::new().block_on(async {
-    /// let (correlate, write) = (actix::Arbiter::new(), actix::Arbiter::new());
+    /// let write = actix::Arbiter::new();
     /// let pipeline = Pipeline::builder(EventSource::new("my-controller", "node-1"))
-    ///     .sink_arbiter(correlate.handle())
     ///     .writer_arbiter(write.handle())
     ///     .start();
     /// # });
