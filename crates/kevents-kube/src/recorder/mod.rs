@@ -367,6 +367,10 @@ impl Recorder {
     /// what was delivered, dropped and left pending. Later calls on any clone return
     /// [`PublishError::Shutdown`].
     ///
+    /// It returns once the pipeline thread's runtime is gone, with the connections its
+    /// requests opened: the `kube::Client` can be used again right away (a request made
+    /// before that could take one of those connections and never be answered).
+    ///
     /// ```no_run
     /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {
     /// let report = recorder.shutdown(std::time::Duration::from_secs(10)).await?;
