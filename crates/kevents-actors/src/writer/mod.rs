@@ -334,7 +334,10 @@ fn park<A: KeyedWrites>(act: &mut A, key: Key, wait: Duration, ctx: &mut Context
 /// was parked (the budget says wait: nothing else may start now either).
 fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
     loop {
-        let Some(job) = act.writer().head_mut(&key) else {
+        // One lookup for the delay, the budget and the attempt count: the queues and the
+        // budget are different fields of the writer.
+        let w = act.writer();
+        let Some(job) = w.keys.get_mut(&key).and_then(|q| q.jobs.front_mut()) else {
             return true;
         };
         if let Some(d) = job.delay.take() {
@@ -350,12 +353,7 @@ fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
             );
             return true;
         }
-        let w = act.writer();
-        let admit = w.budget.admit();
-        let Some(job) = w.keys.get_mut(&key).and_then(|q| q.jobs.front_mut()) else {
-            return true;
-        };
-        match admit {
+        match w.budget.admit() {
             Admit::Go { probe } => {
                 job.probe = probe;
                 job.deferred = false;
