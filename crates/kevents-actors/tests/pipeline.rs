@@ -13,7 +13,7 @@ use kevents_actors::{
     DropReason, Emit, IntakePolicy, Pipeline, RecordError, RetryPolicy, SinkOptions, WatcherPolicy,
     WriteBudget,
 };
-use kevents_core::{EventSource, EventType, ObjectReference, SinkError, Status};
+use kevents_core::{EventSource, EventType, InvalidEvent, ObjectReference, SinkError, Status};
 
 fn source() -> EventSource {
     EventSource::new("test", "node")
@@ -734,14 +734,19 @@ async fn object_recorder_records_like_event() {
     bound
         .eventf(EventType::Normal, "Scaled", format_args!("{} replicas", 3))
         .unwrap();
-    // A namespace that is not a DNS-1123 label is refused at the call, as by `event`.
+    // A namespace that is not a DNS-1123 label is refused at every call (counted each
+    // time), as by `event`, though the binding checked it once.
     let mut q = pod("q");
     q.namespace = "Not_A_Label".into();
     let bad = r.for_object(&q).unwrap();
-    assert!(matches!(
-        bad.event(EventType::Normal, "R", "m"),
-        Err(RecordError::Invalid(_))
-    ));
+    let invalid_before = p.stats().dropped_invalid;
+    for _ in 0..2 {
+        assert!(matches!(
+            bad.event(EventType::Normal, "R", "m"),
+            Err(RecordError::Invalid(InvalidEvent::Namespace(_)))
+        ));
+    }
+    assert_eq!(p.stats().dropped_invalid, invalid_before + 2);
     p.flush().await.unwrap();
     let mut expected: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
     expected.push("3 replicas".into());

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use kevents_core::core_v1::validate_namespace;
 use kevents_core::events_v1::{CoreFallback, OccurrenceV1, to_core_occurrence};
 use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Reference};
 
@@ -277,9 +278,11 @@ impl Recorder {
         &self,
         object: &R,
     ) -> Result<ObjectRecorder, RecordError> {
+        let object = self.reference(object)?;
         Ok(ObjectRecorder {
             recorder: self.clone(),
-            object: Arc::new(self.reference(object)?),
+            namespace_valid: validate_namespace(&object.namespace).is_ok(),
+            object: Arc::new(object),
         })
     }
 
@@ -313,6 +316,9 @@ pub struct ObjectRecorder {
     recorder: Recorder,
     /// Shared by every call's intake item instead of copied into it.
     object: Arc<ObjectReference>,
+    /// The object's namespace passed the check every call makes, so calls skip it; an
+    /// invalid one is refused at every call, with the same error as `Recorder::event`.
+    namespace_valid: bool,
 }
 
 impl fmt::Debug for ObjectRecorder {
@@ -343,7 +349,13 @@ impl ObjectRecorder {
         message: &str,
     ) -> Result<Emit, RecordError> {
         if let Backend::Intake(p) = &self.recorder.backend
-            && let Some(res) = p.submit_bound(&self.object, event_type, reason, message)
+            && let Some(res) = p.submit_bound(
+                &self.object,
+                self.namespace_valid,
+                event_type,
+                reason,
+                message,
+            )
         {
             return res;
         }

@@ -223,7 +223,7 @@ impl Intake {
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        if let Err(e) = self.check_plain_call(&r.namespace)? {
+        if let Err(e) = self.check_plain_call(&r.namespace, false)? {
             return Some(Err(e));
         }
         let packed = PackedCore::new(r, event_type, reason, message)?;
@@ -234,7 +234,11 @@ impl Intake {
     /// `None` when core/v1 calls go to events.k8s.io/v1 (the general path converts them),
     /// else whether the call may go on (closed pipeline and client-side validation refuse
     /// it, counted).
-    fn check_plain_call(&self, namespace: &str) -> Option<Result<(), RecordError>> {
+    fn check_plain_call(
+        &self,
+        namespace: &str,
+        namespace_checked: bool,
+    ) -> Option<Result<(), RecordError>> {
         if self.v1.core_calls_action().is_some() {
             return None;
         }
@@ -242,7 +246,11 @@ impl Intake {
             return Some(Err(e));
         }
         // The type is an `EventType` (always valid) and there are no annotations: of
-        // `validate_parts`' checks only the namespace's is left.
+        // `validate_parts`' checks only the namespace's is left (already made when it is a
+        // bound object's, found valid).
+        if namespace_checked {
+            return Some(Ok(()));
+        }
         if let Err(e) = validate_namespace(namespace) {
             return Some(self.refuse(Refusal::Invalid, e.into()));
         }
@@ -255,11 +263,12 @@ impl Intake {
     pub(crate) fn submit_bound(
         &self,
         object: &Arc<ObjectReference>,
+        namespace_valid: bool,
         event_type: EventType,
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        if let Err(e) = self.check_plain_call(&object.namespace)? {
+        if let Err(e) = self.check_plain_call(&object.namespace, namespace_valid)? {
             return Some(Err(e));
         }
         let bound = BoundCore::new(object, event_type, reason, message)?;
