@@ -45,6 +45,20 @@ fn reporter() -> kube::runtime::events::Reporter {
     }
 }
 
+/// Waits for the publishing tasks, then shuts the recorder down; the shutdown must complete.
+async fn join_then_shut_down(
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    recorder: &Recorder,
+    deadline: Duration,
+) -> kevents_actors::ShutdownReport {
+    for t in tasks {
+        t.await.expect("task");
+    }
+    let report = recorder.shutdown(deadline).await.expect("shutdown");
+    assert!(report.completed, "{report:?}");
+    report
+}
+
 /// 16 tasks publish 50 times each about 4 ConfigMaps (the same 4 keys from every task, the
 /// resourceVersion changing as between reconciles): one stored event per ConfigMap whose
 /// series count is exactly the number of calls about it, with a handful of requests.
@@ -69,14 +83,7 @@ async fn sixteen_tasks(target: &Target) {
             }
         }));
     }
-    for t in tasks {
-        t.await.expect("task");
-    }
-    let report = recorder
-        .shutdown(Duration::from_secs(30))
-        .await
-        .expect("shutdown");
-    assert!(report.completed, "{report:?}");
+    let report = join_then_shut_down(tasks, &recorder, Duration::from_secs(30)).await;
     assert_eq!(report.stats.recorded, 800);
     assert_eq!(report.stats.dropped_total(), 0, "{report:?}");
     let s = report.stats.series_sink(SINK_NAME).expect("series chain");
@@ -145,14 +152,7 @@ async fn a_request_right_after_shutdown_is_answered() {
                 }
             }));
         }
-        for t in tasks {
-            t.await.expect("task");
-        }
-        let report = recorder
-            .shutdown(Duration::from_secs(10))
-            .await
-            .expect("shutdown");
-        assert!(report.completed, "{report:?}");
+        join_then_shut_down(tasks, &recorder, Duration::from_secs(10)).await;
         let list = tokio::time::timeout(
             Duration::from_secs(5),
             KubeSink::new(client.clone()).list_events_v1("default"),
