@@ -369,7 +369,10 @@ impl Recorder {
     ///
     /// It returns once the pipeline thread's runtime is gone, with the connections its
     /// requests opened: the `kube::Client` can be used again right away (a request made
-    /// before that could take one of those connections and never be answered).
+    /// before that could take one of those connections and never be answered). Dropping
+    /// the runtime waits for its blocking tasks (a DNS lookup, say); that wait ends at
+    /// `deadline` (at least 100 ms after the pipeline's own shutdown), and the report comes
+    /// then.
     ///
     /// ```no_run
     /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {

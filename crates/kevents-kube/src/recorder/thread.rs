@@ -3,7 +3,8 @@
 //! builds the pipeline, hands its recorder handle back, and then serves flush, stats and
 //! shutdown commands until shut down (or until every handle is gone).
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kevents_actors::{
     Pipeline, PipelineBuilder, PipelineError, Recorder, ShutdownReport, StatsSnapshot,
@@ -11,6 +12,56 @@ use kevents_actors::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::StartError;
+
+/// How long the answer to a shutdown may wait for the thread's runtime to be gone after the
+/// pipeline's own shutdown, when that took the whole deadline.
+const DROP_GRACE: Duration = Duration::from_millis(100);
+
+/// Drops the thread's runtime, then answers a shutdown with `value`; at `until` at the latest.
+///
+/// The runtime goes first, with every connection task the pipeline's requests spawned on it:
+/// answered before, a request the caller makes right after `shutdown` with the same
+/// `kube::Client` could take a pooled connection whose task was being dropped, and never be
+/// answered (about one try in 100 to 300 under load). Dropping a tokio runtime waits for its
+/// blocking tasks (a DNS lookup of the apiserver's host name, say), so a second thread answers
+/// at `until` if the runtime is not gone by then.
+fn answer_after<T: Send + 'static>(
+    system: actix::SystemRunner,
+    reply: oneshot::Sender<T>,
+    value: T,
+    until: Instant,
+) {
+    type Slot<T> = Mutex<Option<(oneshot::Sender<T>, T)>>;
+    fn send<T>(slot: &Slot<T>) -> bool {
+        let taken = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match taken {
+            Some((reply, value)) => {
+                let _ = reply.send(value);
+                true
+            }
+            None => false,
+        }
+    }
+    let slot: Arc<Slot<T>> = Arc::new(Mutex::new(Some((reply, value))));
+    let (gone_tx, gone_rx) = std::sync::mpsc::channel::<()>();
+    let late = Arc::clone(&slot);
+    // Without this thread (the OS refused it), the answer waits for the runtime.
+    let _ = std::thread::Builder::new()
+        .name("kevents-recorder-end".into())
+        .spawn(move || {
+            let wait = until.saturating_duration_since(Instant::now());
+            // Woken when `gone_tx` is dropped (the runtime is gone), else at `until`.
+            if gone_rx.recv_timeout(wait).is_err() && send(&late) {
+                tracing::warn!(
+                    "kevents recorder: the pipeline thread's runtime was not gone by the \
+                     shutdown deadline (a blocking task still runs); answered anyway"
+                );
+            }
+        });
+    drop(system);
+    send(&slot);
+    drop(gone_tx);
+}
 
 /// A request to the pipeline thread.
 pub(crate) enum Command {
@@ -30,15 +81,9 @@ pub(crate) fn start_thread(
         .name("kevents-recorder".into())
         .spawn(move || {
             let system = actix::System::new();
-            let answer = system.block_on(serve(builder, ready_tx, rx, drop_deadline));
-            // The runtime goes first, with every connection task the pipeline's requests
-            // spawned on it: answered earlier, a request the caller makes right after
-            // `shutdown` (on the same `kube::Client`) could take a pooled connection whose
-            // task was about to be dropped, and never be answered (seen as a list timing out
-            // in about 3% of tries under load, never with the answer sent here).
-            drop(system);
-            if let Some((reply, report)) = answer {
-                let _ = reply.send(report);
+            match system.block_on(serve(builder, ready_tx, rx, drop_deadline)) {
+                Some((reply, report, until)) => answer_after(system, reply, report, until),
+                None => drop(system),
             }
         })
         .map_err(StartError::Thread)?;
@@ -46,14 +91,14 @@ pub(crate) fn start_thread(
     Ok((recorder, tx))
 }
 
-/// Serves the commands; returns the answer to a shutdown, sent once the thread's runtime is
-/// gone.
+/// Serves the commands; returns the answer to a shutdown and the instant it may wait for
+/// ([`answer_after`]).
 async fn serve(
     builder: PipelineBuilder,
     ready: std::sync::mpsc::SyncSender<Recorder>,
     mut rx: mpsc::UnboundedReceiver<Command>,
     drop_deadline: Duration,
-) -> Option<(oneshot::Sender<ShutdownReport>, ShutdownReport)> {
+) -> Option<(oneshot::Sender<ShutdownReport>, ShutdownReport, Instant)> {
     let pipeline: Pipeline = builder.start();
     if ready.send(pipeline.recorder()).is_err() {
         let _ = pipeline.shutdown(Duration::ZERO).await;
@@ -68,7 +113,9 @@ async fn serve(
                 let _ = reply.send(pipeline.stats());
             }
             Command::Shutdown(deadline, reply) => {
-                return Some((reply, pipeline.shutdown(deadline).await));
+                let until = Instant::now() + deadline;
+                let report = pipeline.shutdown(deadline).await;
+                return Some((reply, report, until.max(Instant::now() + DROP_GRACE)));
             }
         }
     }
@@ -82,4 +129,78 @@ async fn serve(
         );
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Set when dropped, slowly: an answer sent before the runtime's tasks are dropped would
+    /// find it unset.
+    struct SlowFlag(Arc<AtomicBool>);
+
+    impl Drop for SlowFlag {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(200));
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_answer_comes_once_the_runtime_is_gone() {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = SlowFlag(Arc::clone(&dropped));
+        let (tx, rx) = oneshot::channel();
+        // The runtime is not `Send`: it is made and dropped on this thread, as on the
+        // pipeline's.
+        let t = std::thread::spawn(move || {
+            let system = actix::System::new();
+            system.block_on(async move {
+                // A task left on the runtime, as a connection's task is.
+                tokio::spawn(async move {
+                    let _flag = flag;
+                    std::future::pending::<()>().await;
+                });
+                tokio::task::yield_now().await;
+            });
+            answer_after(system, tx, 7u32, Instant::now() + Duration::from_secs(10));
+        });
+        assert_eq!(rx.blocking_recv(), Ok(7));
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "answered before the runtime was gone"
+        );
+        t.join().expect("thread");
+    }
+
+    #[test]
+    fn a_blocking_task_delays_the_answer_until_the_deadline_only() {
+        let (tx, rx) = oneshot::channel();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<Instant>();
+        let t = std::thread::spawn(move || {
+            let system = actix::System::new();
+            system.block_on(async move {
+                tokio::task::spawn_blocking(move || {
+                    let _ = started_tx.send(());
+                    std::thread::sleep(Duration::from_secs(3));
+                });
+            });
+            let Ok(until) = go_rx.recv() else { return };
+            answer_after(system, tx, 7u32, until);
+        });
+        started_rx.recv().expect("the blocking task runs");
+        let start = Instant::now();
+        go_tx
+            .send(start + Duration::from_millis(300))
+            .expect("the thread waits");
+        assert_eq!(rx.blocking_recv(), Ok(7));
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        t.join().expect("thread");
+    }
 }
