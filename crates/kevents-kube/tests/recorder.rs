@@ -128,7 +128,7 @@ async fn sixteen_concurrent_tasks_exact_counts_current_thread_runtime() {
 /// A request made with the recorder's `kube::Client` right after `shutdown` returns is
 /// answered. `shutdown` used to answer before the pipeline thread's runtime was dropped, and
 /// such a request could take a pooled connection whose task was about to be dropped: it was
-/// never answered (about one try in 100 to 300 under load, seen in CI as a list timing out).
+/// never answered (a few tries in a thousand under load, seen in CI as a list timing out).
 /// The race is narrow, so this tries it 150 times; with the old order it failed one run in
 /// six (2026-11-26), so a failure here is that bug even if it is rare.
 #[tokio::test(flavor = "current_thread")]

@@ -22,7 +22,7 @@ const DROP_GRACE: Duration = Duration::from_millis(100);
 /// The runtime goes first, with every connection task the pipeline's requests spawned on it:
 /// answered before, a request the caller makes right after `shutdown` with the same
 /// `kube::Client` could take a pooled connection whose task was being dropped, and never be
-/// answered (about one try in 100 to 300 under load). Dropping a tokio runtime waits for its
+/// answered (a few tries in a thousand under load). Dropping a tokio runtime waits for its
 /// blocking tasks (a DNS lookup of the apiserver's host name, say), so a second thread answers
 /// at `until` if the runtime is not gone by then.
 fn answer_after<T: Send + 'static>(
