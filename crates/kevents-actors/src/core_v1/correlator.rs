@@ -132,14 +132,13 @@ impl CorrelatorActor {
             return;
         };
         let Some(first) = record.core() else { return };
-        let before = writes.len();
-        self.correlate_one(
-            SharedCore::new(first.clone()),
-            DeliverySlot::detached(),
-            writes,
-            t,
-        );
         let repeat = core_repeat(first, repeats.last);
+        let before = writes.len();
+        // The first occurrence is the record itself (copied only if another watcher holds
+        // it too), as without repeats.
+        if let Some(first) = SharedCore::from_recorded(record) {
+            self.correlate_one(first, DeliverySlot::detached(), writes, t);
+        }
         for _ in 0..repeats.more {
             self.correlate_one(
                 SharedCore::new(repeat.clone()),
