@@ -115,13 +115,13 @@ pub(crate) struct SinkSpec {
     pub(crate) options: SinkOptions,
 }
 
-/// Where a chain's two actors run (`None`: the arbiter that starts the chain).
-#[derive(Clone, Copy)]
-pub(crate) struct Placement<'a> {
-    /// The correlator's arbiter (`PipelineBuilder::sink_arbiter`).
-    pub(crate) correlator: Option<&'a ArbiterHandle>,
-    /// The sink actor's arbiter (`PipelineBuilder::writer_arbiter`).
-    pub(crate) writer: Option<&'a ArbiterHandle>,
+/// Where the chains' actors run (`None`: the arbiter that starts the chain).
+#[derive(Clone, Default)]
+pub(crate) struct Placement {
+    /// The correlators' (and series actors') arbiter (`PipelineBuilder::sink_arbiter`).
+    pub(crate) correlator: Option<ArbiterHandle>,
+    /// The sink actors' arbiter (`PipelineBuilder::writer_arbiter`).
+    pub(crate) writer: Option<ArbiterHandle>,
 }
 
 /// Starts one chain: the correlator and its supervised sink actor where `placement` says,
@@ -132,9 +132,9 @@ pub(crate) fn spawn_chain(
     budget: &WriteBudget,
     registry: &Arc<Registry>,
     queue_max_bytes: usize,
-    placement: Placement<'_>,
+    placement: &Placement,
 ) -> (SinkChain, Recipient<EventMessage>, Arc<WatcherQueue>) {
-    let arbiter = placement.correlator;
+    let arbiter = placement.correlator.as_ref();
     let counters = Arc::new(SinkCounters::new(&spec.name));
     registry.add_sink(Arc::clone(&counters));
     let budget = spec
@@ -152,7 +152,7 @@ pub(crate) fn spawn_chain(
     // With a sink arbiter, the correlator runs there and the sink actor on the writer
     // arbiter, or else stays on this arbiter: the two halves of a chain (correlating,
     // writing) then share the work of a burst between threads. Without either, both run here.
-    let home = match (placement.writer, arbiter) {
+    let home = match (&placement.writer, arbiter) {
         (Some(w), _) => Some(w.clone()),
         (None, Some(_)) => Some(Arbiter::current()),
         (None, None) => None,

@@ -50,8 +50,7 @@ pub struct PipelineBuilder {
     logging: Option<(LoggingWatcher, WatcherPolicy)>,
     sinks: Vec<SinkSpec>,
     watchers: Vec<(String, Recipient<EventMessage>, WatcherPolicy)>,
-    sink_arbiter: Option<ArbiterHandle>,
-    writer_arbiter: Option<ArbiterHandle>,
+    placement: Placement,
     series: Vec<SeriesSpec>,
     events_v1: Option<EventsV1Config>,
     budget: Option<WriteBudget>,
@@ -83,8 +82,7 @@ impl PipelineBuilder {
             logging: None,
             sinks: Vec::new(),
             watchers: Vec::new(),
-            sink_arbiter: None,
-            writer_arbiter: None,
+            placement: Placement::default(),
             budget: None,
         }
     }
@@ -99,13 +97,14 @@ impl PipelineBuilder {
         self
     }
 
-    /// Runs the correlators of the sink chains on another arbiter (thread), so correlation
-    /// proceeds in parallel with intake, fan-out and writing (the supervised sink actors stay
-    /// on the arbiter that calls [`start`](PipelineBuilder::start), or
-    /// [`Pipeline::add_sink`]). By default everything runs on the arbiter that calls
-    /// [`start`](PipelineBuilder::start).
+    /// Runs the correlators of the sink chains (and the series chains' actors) on another
+    /// arbiter (thread), so correlation proceeds in parallel with intake, fan-out and writing
+    /// (the supervised sink actors stay on the arbiter that calls
+    /// [`start`](PipelineBuilder::start), or [`Pipeline::add_sink`], unless
+    /// [`writer_arbiter`](PipelineBuilder::writer_arbiter) places them). By default
+    /// everything runs on the arbiter that calls [`start`](PipelineBuilder::start).
     pub fn sink_arbiter(mut self, arbiter: ArbiterHandle) -> Self {
-        self.sink_arbiter = Some(arbiter);
+        self.placement.correlator = Some(arbiter);
         self
     }
 
@@ -131,7 +130,7 @@ impl PipelineBuilder {
     /// # });
     /// ```
     pub fn writer_arbiter(mut self, arbiter: ArbiterHandle) -> Self {
-        self.writer_arbiter = Some(arbiter);
+        self.placement.writer = Some(arbiter);
         self
     }
 
@@ -287,10 +286,7 @@ impl PipelineBuilder {
                 &budget,
                 &registry,
                 self.queue_max_bytes,
-                Placement {
-                    correlator: self.sink_arbiter.as_ref(),
-                    writer: self.writer_arbiter.as_ref(),
-                },
+                &self.placement,
             );
             let batch = Some(chain.correlator.clone().recipient());
             broadcaster.add(recipient, batch, queue);
@@ -305,7 +301,7 @@ impl PipelineBuilder {
                 &budget,
                 &self.clock,
                 &registry,
-                self.sink_arbiter.as_ref(),
+                self.placement.correlator.as_ref(),
             );
             broadcaster.add(
                 recipient,
@@ -351,8 +347,7 @@ impl PipelineBuilder {
             broadcaster,
             sinks,
             series,
-            sink_arbiter: self.sink_arbiter,
-            writer_arbiter: self.writer_arbiter,
+            placement: self.placement,
             queue_max_bytes: self.queue_max_bytes,
             budget,
             registry,

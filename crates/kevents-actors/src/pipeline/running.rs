@@ -33,8 +33,8 @@ pub struct Pipeline {
     pub(super) broadcaster: Addr<Broadcaster>,
     pub(super) sinks: Vec<SinkChain>,
     pub(super) series: Vec<SeriesChain>,
-    pub(super) sink_arbiter: Option<ArbiterHandle>,
-    pub(super) writer_arbiter: Option<ArbiterHandle>,
+    /// Where the sink chains' actors run (`PipelineBuilder::sink_arbiter`, `writer_arbiter`).
+    pub(super) placement: Placement,
     pub(super) queue_max_bytes: usize,
     /// The budget of chains without their own.
     pub(super) budget: WriteBudget,
@@ -127,10 +127,7 @@ impl Pipeline {
             &self.budget,
             &self.registry,
             self.queue_max_bytes,
-            Placement {
-                correlator: self.sink_arbiter.as_ref(),
-                writer: self.writer_arbiter.as_ref(),
-            },
+            &self.placement,
         );
         let name = queue.name().to_owned();
         let batch = Some(chain.correlator.clone().recipient());

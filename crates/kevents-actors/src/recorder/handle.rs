@@ -311,7 +311,7 @@ impl Recorder {
 /// A call on it costs less than [`Recorder::event`] because the object's strings were
 /// copied once, when it was bound (`kevents bench emit`: `bound_emit_ns` against
 /// `core_emit_ns`, docs/benchmarks.md).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ObjectRecorder {
     recorder: Recorder,
     /// Shared by every call's intake item instead of copied into it.
@@ -319,15 +319,6 @@ pub struct ObjectRecorder {
     /// The object's namespace passed the check every call makes, so calls skip it; an
     /// invalid one is refused at every call, with the same error as `Recorder::event`.
     namespace_valid: bool,
-}
-
-impl fmt::Debug for ObjectRecorder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObjectRecorder")
-            .field("recorder", &self.recorder)
-            .field("object", &self.object)
-            .finish()
-    }
 }
 
 impl ObjectRecorder {

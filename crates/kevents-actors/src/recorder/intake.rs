@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use kevents_core::core_v1::{validate, validate_namespace};
 use kevents_core::events_v1::{OccurrenceV1, OccurrenceV1Ref, Route, from_core_occurrence};
-use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock};
+use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock, Time};
 use tokio::sync::mpsc;
 
 use super::coalesce::{IntakeOverflow, Spilled};
@@ -223,43 +223,18 @@ impl Intake {
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        if let Err(e) = self.check_plain_call(&r.namespace, false)? {
-            return Some(Err(e));
-        }
-        let packed = PackedCore::new(r, event_type, reason, message)?;
-        Some(self.send(Item::Packed(self.clock.now(), packed)))
-    }
-
-    /// The checks of a plain core/v1 `event` call (no annotations) before it is packed:
-    /// `None` when core/v1 calls go to events.k8s.io/v1 (the general path converts them),
-    /// else whether the call may go on (closed pipeline and client-side validation refuse
-    /// it, counted).
-    fn check_plain_call(
-        &self,
-        namespace: &str,
-        namespace_checked: bool,
-    ) -> Option<Result<(), RecordError>> {
-        if self.v1.core_calls_action().is_some() {
-            return None;
-        }
-        if let Err(e) = self.check_open() {
-            return Some(Err(e));
-        }
-        // The type is an `EventType` (always valid) and there are no annotations: of
-        // `validate_parts`' checks only the namespace's is left (already made when it is a
-        // bound object's, found valid).
-        if namespace_checked {
-            return Some(Ok(()));
-        }
-        if let Err(e) = validate_namespace(namespace) {
-            return Some(self.refuse(Refusal::Invalid, e.into()));
-        }
-        Some(Ok(()))
+        self.submit_plain(Some(&r.namespace), |at| {
+            Some(Item::Packed(
+                at,
+                PackedCore::new(r, event_type, reason, message)?,
+            ))
+        })
     }
 
     /// An `ObjectRecorder::event` call: the same checks, clock reading and intake as
-    /// [`Intake::submit_packed`], with the object's strings shared instead of copied
-    /// (`None`: take the general path).
+    /// [`Intake::submit_packed`], with the object's strings shared instead of copied; its
+    /// namespace is checked only if `for_object` did not find it valid (`None`: take the
+    /// general path).
     pub(crate) fn submit_bound(
         &self,
         object: &Arc<ObjectReference>,
@@ -268,11 +243,38 @@ impl Intake {
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        if let Err(e) = self.check_plain_call(&object.namespace, namespace_valid)? {
+        let unchecked = (!namespace_valid).then_some(object.namespace.as_str());
+        self.submit_plain(unchecked, |at| {
+            Some(Item::Bound(
+                at,
+                BoundCore::new(object, event_type, reason, message)?,
+            ))
+        })
+    }
+
+    /// A plain core/v1 `event` call (no annotations): `None` when core/v1 calls go to
+    /// events.k8s.io/v1 (the general path converts them) or when `item` cannot pack the call;
+    /// else refused (counted) on a closed pipeline or an invalid `namespace` (`None`: already
+    /// checked), or the item `item` packs at the clock's reading, sent.
+    fn submit_plain(
+        &self,
+        namespace: Option<&str>,
+        item: impl FnOnce(Time) -> Option<Item>,
+    ) -> Option<Result<Emit, RecordError>> {
+        if self.v1.core_calls_action().is_some() {
+            return None;
+        }
+        if let Err(e) = self.check_open() {
             return Some(Err(e));
         }
-        let bound = BoundCore::new(object, event_type, reason, message)?;
-        Some(self.send(Item::Bound(self.clock.now(), bound)))
+        // The type is an `EventType` (always valid) and there are no annotations: of
+        // `validate_parts`' checks only the namespace's is left.
+        if let Some(ns) = namespace
+            && let Err(e) = validate_namespace(ns)
+        {
+            return Some(self.refuse(Refusal::Invalid, e.into()));
+        }
+        Some(self.send(item(self.clock.now())?))
     }
 
     /// `event_v1` on an `ObjectReference` without `related` or annotations, with a plain
