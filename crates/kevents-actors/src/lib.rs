@@ -2,7 +2,7 @@
 //! actors with explicit, tested flow control.
 //!
 //! ```text
-//!  Recorder handle ──try_send──▶ [intake: bounded channel] ──▶ Recorder actor
+//!  Recorder handle ──try_push──▶ [intake: bounded queue]   ──▶ Recorder actor
 //!                                                                  │ Publish(batch), waits
 //!                                                                  ▼
 //!                                                             Broadcaster ──▶ per watcher: queue of

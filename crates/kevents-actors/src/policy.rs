@@ -24,8 +24,8 @@ pub const DEFAULT_OVERFLOW_ENTRIES: usize = 65_536;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntakePolicy {
-    /// At most `capacity` occurrences wait in the intake (exactly: a bounded channel, not the
-    /// actix mailbox); a call that finds it full returns
+    /// At most `capacity` occurrences wait in the intake (exactly: a count checked under the
+    /// intake queue's lock, not the actix mailbox); a call that finds it full returns
     /// [`Emit::Dropped`](crate::Emit::Dropped) and is counted.
     DropIfFull {
         /// Slots in the intake (at least 1).

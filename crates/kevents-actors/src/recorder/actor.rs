@@ -9,13 +9,10 @@ use futures_util::stream;
 use tokio::sync::oneshot;
 
 use super::coalesce::IntakeOverflow;
-use super::intake::{IntakeRx, IntakeShared};
+use super::intake::{BATCH, IntakeRx, IntakeShared};
 use super::item::{Factories, Item};
 use crate::broadcaster::{Broadcaster, Publish};
 use crate::registry::Registry;
-
-/// How many occurrences the recorder actor takes from the intake at once.
-const BATCH: usize = 256;
 
 /// Close the intake; replies once everything accepted before has been handed to the
 /// broadcaster.
@@ -67,8 +64,8 @@ impl RecorderActor {
 
 /// A batch taken from the intake.
 enum Taken {
-    /// From the channel: the items hold intake bytes.
-    Channel(Vec<Item>),
+    /// From the intake queue: the items hold intake bytes.
+    Queue(Vec<Item>),
     /// From the overflow table: no bytes held; entries may stand for several occurrences.
     Overflow(Vec<Item>),
 }
@@ -80,8 +77,8 @@ struct IntakeStream {
 }
 
 impl IntakeStream {
-    /// The next batch: from the channel, or, once the channel is empty, from the overflow
-    /// table (whose entries are all younger than anything in the channel: calls merge into
+    /// The next batch: from the queue, or, once the queue is empty, from the overflow
+    /// table (whose entries are all younger than anything in the queue: calls merge into
     /// the table while it holds anything). Ends when the intake is closed and both are empty.
     async fn next_batch(mut self) -> Option<(Taken, Self)> {
         loop {
@@ -93,7 +90,6 @@ impl IntakeStream {
                     return Some((Taken::Overflow(taken), self));
                 }
             }
-            let mut buf = Vec::with_capacity(BATCH);
             let overflow = self.overflow.clone();
             let filled = async {
                 match &overflow {
@@ -105,12 +101,12 @@ impl IntakeStream {
                 Some(close) => tokio::select! {
                     biased;
                     _ = close => None,
-                    n = self.rx.recv_many(&mut buf, BATCH) => Some(n),
+                    batch = self.rx.recv() => Some(batch),
                     () = filled => continue,
                 },
                 None => tokio::select! {
                     biased;
-                    n = self.rx.recv_many(&mut buf, BATCH) => Some(n),
+                    batch = self.rx.recv() => Some(batch),
                     () = filled => continue,
                 },
             };
@@ -120,7 +116,7 @@ impl IntakeStream {
                     self.rx.close();
                     self.close = None;
                 }
-                Some(0) => {
+                Some(None) => {
                     // Closed and empty: done once the overflow is empty too (a call that
                     // merged meanwhile is taken on the next round).
                     match &self.overflow {
@@ -128,7 +124,7 @@ impl IntakeStream {
                         _ => return None,
                     }
                 }
-                Some(_) => return Some((Taken::Channel(buf), self)),
+                Some(Some(batch)) => return Some((Taken::Queue(batch), self)),
             }
         }
     }
@@ -157,7 +153,7 @@ impl Actor for RecorderActor {
 impl StreamHandler<Taken> for RecorderActor {
     fn handle(&mut self, taken: Taken, ctx: &mut Context<Self>) {
         let items = match taken {
-            Taken::Channel(items) => {
+            Taken::Queue(items) => {
                 if let Some(b) = &self.shared.bytes {
                     b.release(items.iter().map(Item::approx_bytes).sum());
                 }

@@ -1,6 +1,6 @@
 //! The overflow of a coalesce-if-full intake: shared by the callers (who merge into it when
 //! the intake is full, or while it holds anything, so that order is kept) and the Recorder
-//! actor (which drains it once the intake channel is empty). The lock is held for one
+//! actor (which drains it once the intake queue is empty). The lock is held for one
 //! hash-map update or one batch of pops, never across an await.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,7 +56,7 @@ impl IntakeOverflow {
     }
 
     /// Whether the table holds anything: a call then merges behind it instead of entering
-    /// the intake channel, so occurrences stay in order.
+    /// the intake queue, so occurrences stay in order.
     pub(crate) fn active(&self) -> bool {
         self.active.load(Ordering::Acquire)
     }

@@ -1,4 +1,4 @@
-//! The intake: the bounded channel between the handles and the Recorder actor, and the
+//! The intake: the bounded queue between the handles and the Recorder actor, and the
 //! checks every call goes through before it is queued (closed pipeline, client-side
 //! validation, v1 routing). Nothing here blocks unless the caller asked to wait.
 
@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kevents_core::core_v1::{validate, validate_namespace};
 use kevents_core::events_v1::{OccurrenceV1, OccurrenceV1Ref, Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock, Time};
-use tokio::sync::mpsc;
 
 use super::coalesce::{IntakeOverflow, Spilled};
 use super::events_v1::V1Intake;
+use super::intake_queue::{IntakeQueue, PushError, Receiver};
 use super::item::{BoundCore, Item, PackedCore, PackedV1};
 use super::outcome::{DropReason, Emit, RecordError};
 use crate::policy::IntakePolicy;
@@ -20,43 +20,33 @@ use crate::queue::IntakeBytes;
 use crate::registry::Registry;
 use crate::telemetry::Refusal;
 
-enum IntakeTx {
-    Bounded(mpsc::Sender<Item>),
-    Unbounded(mpsc::UnboundedSender<Item>),
-}
+/// How many occurrences the recorder actor takes from the intake at once.
+pub(crate) const BATCH: usize = 256;
 
 /// The receiving end, owned by the Recorder actor.
-pub(crate) enum IntakeRx {
-    Bounded(mpsc::Receiver<Item>),
-    Unbounded(mpsc::UnboundedReceiver<Item>),
-}
+pub(crate) struct IntakeRx(Receiver<Item>);
 
 impl IntakeRx {
-    pub(crate) async fn recv_many(&mut self, buf: &mut Vec<Item>, n: usize) -> usize {
-        match self {
-            IntakeRx::Bounded(rx) => rx.recv_many(buf, n).await,
-            IntakeRx::Unbounded(rx) => rx.recv_many(buf, n).await,
-        }
+    /// The oldest batch of at most [`BATCH`] items, waiting while the intake is empty;
+    /// `None` once it is closed (by [`IntakeRx::close`], or by the pipeline dropping its
+    /// intake) and empty.
+    pub(crate) async fn recv(&mut self) -> Option<Vec<Item>> {
+        self.0.take().await
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        match self {
-            IntakeRx::Bounded(rx) => rx.is_empty(),
-            IntakeRx::Unbounded(rx) => rx.is_empty(),
-        }
+        self.0.is_empty()
     }
 
+    /// Refuses later sends; what is queued stays readable.
     pub(crate) fn close(&mut self) {
-        match self {
-            IntakeRx::Bounded(rx) => rx.close(),
-            IntakeRx::Unbounded(rx) => rx.close(),
-        }
+        self.0.close();
     }
 }
 
 /// The sending side every handle of one pipeline shares.
 pub(crate) struct Intake {
-    tx: IntakeTx,
+    queue: Arc<IntakeQueue<Item>>,
     /// The byte bound of a bounded intake (`None` when unbounded).
     bytes: Option<Arc<IntakeBytes>>,
     /// The overflow table of a coalesce-if-full intake.
@@ -66,6 +56,14 @@ pub(crate) struct Intake {
     registry: Arc<Registry>,
     /// How `events.k8s.io/v1` calls are routed.
     v1: V1Intake,
+}
+
+impl Drop for Intake {
+    /// The last handle is gone: the Recorder actor takes what is queued, then ends (as a
+    /// channel's receiver does once every sender is dropped).
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 /// What the Recorder actor shares with the callers: the byte count it releases and the
@@ -94,12 +92,11 @@ impl Intake {
         v1: V1Intake,
     ) -> (Self, IntakeRx, IntakeShared) {
         let bounded = |capacity: usize| {
-            let (tx, rx) = mpsc::channel(capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS));
             let bytes = Arc::new(IntakeBytes::new(max_bytes));
-            (IntakeTx::Bounded(tx), IntakeRx::Bounded(rx), Some(bytes))
+            (Some(capacity.max(1)), Some(bytes))
         };
         let mut overflow = None;
-        let (tx, rx, bytes) = match policy {
+        let (capacity, bytes) = match policy {
             IntakePolicy::DropIfFull { capacity } => bounded(capacity),
             IntakePolicy::CoalesceIfFull {
                 capacity,
@@ -108,17 +105,16 @@ impl Intake {
                 overflow = Some(Arc::new(IntakeOverflow::new(entries, max_bytes)));
                 bounded(capacity)
             }
-            IntakePolicy::Unbounded => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                (IntakeTx::Unbounded(tx), IntakeRx::Unbounded(rx), None)
-            }
+            IntakePolicy::Unbounded => (None, None),
         };
+        let (queue, rx) = IntakeQueue::new(capacity, BATCH);
+        let rx = IntakeRx(rx);
         let shared = IntakeShared {
             bytes: bytes.clone(),
             overflow: overflow.clone(),
         };
         let intake = Intake {
-            tx,
+            queue,
             overflow,
             bytes: bytes.clone(),
             closed: AtomicBool::new(false),
@@ -344,23 +340,19 @@ impl Intake {
         {
             return self.spill(o, item);
         }
-        let sent = match &self.tx {
-            IntakeTx::Bounded(tx) => {
-                let size = item.approx_bytes();
-                match &self.bytes {
-                    Some(b) if !b.reserve(size) => Err(SendFailure::Full(item)),
-                    _ => tx.try_send(item).map_err(|e| {
-                        if let Some(b) = &self.bytes {
-                            b.release(size);
-                        }
-                        match e {
-                            mpsc::error::TrySendError::Full(item) => SendFailure::Full(item),
-                            mpsc::error::TrySendError::Closed(_) => SendFailure::Closed,
-                        }
-                    }),
+        // The byte bound first (a bounded intake only), then the queue's count bound.
+        let size = self.bytes.as_ref().map(|_| item.approx_bytes());
+        let sent = match (&self.bytes, size) {
+            (Some(b), Some(size)) if !b.reserve(size) => Err(SendFailure::Full(item)),
+            _ => self.queue.try_push(item).map_err(|e| {
+                if let (Some(b), Some(size)) = (&self.bytes, size) {
+                    b.release(size);
                 }
-            }
-            IntakeTx::Unbounded(tx) => tx.send(item).map_err(|_| SendFailure::Closed),
+                match e {
+                    PushError::Full(item) => SendFailure::Full(item),
+                    PushError::Closed(_) => SendFailure::Closed,
+                }
+            }),
         };
         match sent {
             Ok(()) => {
@@ -389,26 +381,18 @@ impl Intake {
             },
             _ => item,
         };
-        let sent = match &self.tx {
-            IntakeTx::Bounded(tx) => {
-                let size = item.approx_bytes();
-                let bytes = self.bytes.as_deref();
-                let room = match bytes {
-                    Some(b) => b.reserve_wait(size, || self.is_closed()).await,
-                    None => true,
-                };
-                if !room {
-                    false
-                } else if let Err(mpsc::error::SendError(_)) = tx.send(item).await {
-                    if let Some(b) = bytes {
-                        b.release(size);
-                    }
-                    false
-                } else {
-                    true
-                }
+        let bytes = self.bytes.as_deref();
+        let size = bytes.map(|_| item.approx_bytes());
+        let room = match (bytes, size) {
+            (Some(b), Some(size)) => b.reserve_wait(size, || self.is_closed()).await,
+            _ => true,
+        };
+        let sent = room && {
+            let pushed = self.queue.push(item).await.is_ok();
+            if !pushed && let (Some(b), Some(size)) = (bytes, size) {
+                b.release(size);
             }
-            IntakeTx::Unbounded(tx) => tx.send(item).is_ok(),
+            pushed
         };
         if sent {
             self.registry.intake.recorded();

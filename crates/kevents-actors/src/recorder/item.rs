@@ -40,7 +40,7 @@ pub(crate) enum Item {
     /// the event built by the broadcaster (`EventFactoryV1::make`) off the caller's thread.
     PackedV1(Time, PackedV1),
     /// An entry of the intake's overflow table: its first occurrence and the repeats merged
-    /// into it (never in the intake channel itself).
+    /// into it (never in the intake queue itself).
     Repeated(Box<Item>, Repeats),
 }
 

@@ -2,8 +2,8 @@
 //! Recorder actor that takes what the intake accepted and publishes it to the broadcaster.
 //!
 //! ```text
-//!  Recorder (handle) ─▶ Intake: closed? valid? v1 routing ─▶ [bounded channel] ─▶ RecorderActor ─Publish─▶ Broadcaster
-//!                                     │ full (coalesce-if-full) ─▶ [overflow table] ─┘ (drained once the channel is empty)
+//!  Recorder (handle) ─▶ Intake: closed? valid? v1 routing ─▶ [intake queue] ─▶ RecorderActor ─Publish─▶ Broadcaster
+//!                                     │ full (coalesce-if-full) ─▶ [overflow table] ─┘ (drained once the queue is empty)
 //!        │ FakeRecorder: FakeStore keeps FakeEvents instead
 //! ```
 
@@ -14,6 +14,7 @@ mod fake;
 mod fake_backend;
 mod handle;
 mod intake;
+mod intake_queue;
 mod item;
 mod outcome;
 
