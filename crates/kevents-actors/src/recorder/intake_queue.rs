@@ -141,9 +141,16 @@ impl<T> IntakeQueue<T> {
     }
 }
 
-/// The receiving end of an [`IntakeQueue`].
+/// The receiving end of an [`IntakeQueue`]. Dropping it closes the queue: nothing would
+/// take what is pushed later, so pushes are refused instead of accepted and lost.
 pub(crate) struct Receiver<T> {
     queue: Arc<IntakeQueue<T>>,
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 impl<T> Receiver<T> {
@@ -230,6 +237,15 @@ mod tests {
         assert_eq!(q.push(3).await, Err(3));
         assert_eq!(rx.take().await, Some(vec![1]));
         assert_eq!(rx.take().await, None);
+    }
+
+    #[tokio::test]
+    async fn pushes_are_refused_once_the_receiver_is_gone() {
+        let (q, rx) = IntakeQueue::new(None, 4);
+        assert!(q.try_push(1).is_ok());
+        drop(rx);
+        assert!(matches!(q.try_push(2), Err(PushError::Closed(2))));
+        assert_eq!(q.push(3).await, Err(3));
     }
 
     #[tokio::test]
