@@ -76,6 +76,45 @@ async fn per_watcher_ordering() {
     p.shutdown(Duration::from_secs(10)).await;
 }
 
+/// Calls whose strings do not fit the compact packing of the hot path (64 KiB in all) take
+/// the general path: every call arrives whole and in order, whatever its size, on a plain
+/// and on a bound recorder.
+#[actix_rt::test]
+async fn calls_of_any_size_arrive_whole_and_in_order() {
+    let a = Collector::default();
+    let p = Pipeline::builder(source())
+        .intake(IntakePolicy::Unbounded)
+        .watcher(
+            "a",
+            a.clone().start().recipient(),
+            WatcherPolicy::Backpressure { capacity: 16 },
+        )
+        .start();
+    let r = p.recorder();
+    let object = pod("big");
+    let bound = r.for_object(&object).unwrap();
+    let total = |m: usize| ["v1", "Pod", "default", "big", "Reason"].concat().len() + m;
+    // Around the packing's bound: fits, fits exactly, one byte over, far over.
+    let sizes = [10, 65_535 - total(0), 65_536 - total(0), 200_000];
+    let mut expected = Vec::new();
+    for (i, size) in sizes.into_iter().enumerate() {
+        let m = format!("{i}").repeat(size);
+        assert_eq!(
+            r.event(&object, EventType::Normal, "Reason", &m).unwrap(),
+            Emit::Queued
+        );
+        assert_eq!(
+            bound.event(EventType::Normal, "Reason", &m).unwrap(),
+            Emit::Queued
+        );
+        expected.extend([m.clone(), m]);
+    }
+    p.flush().await.unwrap();
+    assert_eq!(total(sizes[1]), 65_535);
+    assert_eq!(a.messages(), expected);
+    p.shutdown(Duration::from_secs(10)).await;
+}
+
 /// The intake holds exactly its capacity, whatever the number of producers and handles.
 #[actix_rt::test]
 async fn intake_bound_is_exact() {
