@@ -19,6 +19,18 @@ fn source() -> EventSource {
     EventSource::new("test", "node")
 }
 
+/// A pipeline with an unbounded intake and one watcher, `c`, that takes everything.
+fn collected(c: &Collector) -> Pipeline {
+    Pipeline::builder(source())
+        .intake(IntakePolicy::Unbounded)
+        .watcher(
+            "c",
+            c.clone().start().recipient(),
+            WatcherPolicy::Backpressure { capacity: 16 },
+        )
+        .start()
+}
+
 fn fast_retry() -> RetryPolicy {
     RetryPolicy {
         sleep: Duration::ZERO,
@@ -82,14 +94,7 @@ async fn per_watcher_ordering() {
 #[actix_rt::test]
 async fn calls_of_any_size_arrive_whole_and_in_order() {
     let a = Collector::default();
-    let p = Pipeline::builder(source())
-        .intake(IntakePolicy::Unbounded)
-        .watcher(
-            "a",
-            a.clone().start().recipient(),
-            WatcherPolicy::Backpressure { capacity: 16 },
-        )
-        .start();
+    let p = collected(&a);
     let r = p.recorder();
     let object = pod("big");
     let bound = r.for_object(&object).unwrap();
@@ -748,14 +753,7 @@ async fn spam_filtered_events_are_counted() {
 #[actix_rt::test]
 async fn object_recorder_records_like_event() {
     let c = Collector::default();
-    let p = Pipeline::builder(source())
-        .intake(IntakePolicy::Unbounded)
-        .watcher(
-            "c",
-            c.clone().start().recipient(),
-            WatcherPolicy::Backpressure { capacity: 16 },
-        )
-        .start();
+    let p = collected(&c);
     let r = p.recorder();
     let object = pod("p").with_field_path("spec.containers{app}");
     let bound = r.for_object(&object).unwrap();
