@@ -120,6 +120,69 @@ async fn calls_of_any_size_arrive_whole_and_in_order() {
     p.shutdown(Duration::from_secs(10)).await;
 }
 
+/// Callers that wait for room (`emit_wait`) in a small bounded intake, from several threads
+/// at once: every occurrence is queued once, none dropped, each thread's in its order.
+#[actix_rt::test]
+async fn waiting_callers_on_a_small_intake_lose_nothing() {
+    let c = Collector::default();
+    let p = Pipeline::builder(source())
+        .intake(IntakePolicy::DropIfFull { capacity: 4 })
+        .watcher(
+            "c",
+            c.clone().start().recipient(),
+            WatcherPolicy::Backpressure { capacity: 16 },
+        )
+        .start();
+    let (threads, per_thread) = (4, 500);
+    let callers: Vec<_> = (0..threads)
+        .map(|t| {
+            let r = p.recorder();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async {
+                    for i in 0..per_thread {
+                        r.emit_wait(occ(t * 10_000 + i)).await.expect("queued");
+                    }
+                });
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while c.len() < threads * per_thread && std::time::Instant::now() < deadline {
+        actix_rt::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Before joining: a caller that is never given room would block the join.
+    assert_eq!(
+        c.len(),
+        threads * per_thread,
+        "not all waiting callers got room"
+    );
+    for t in callers {
+        t.join().expect("caller");
+    }
+    p.flush().await.unwrap();
+    let got = c.messages();
+    assert_eq!(got.len(), threads * per_thread);
+    for t in 0..threads {
+        let mine: Vec<&String> = got
+            .iter()
+            .filter(|m| m[1..].parse::<usize>().is_ok_and(|v| v / 10_000 == t))
+            .collect();
+        let expected: Vec<String> = (0..per_thread)
+            .map(|i| format!("m{}", t * 10_000 + i))
+            .collect();
+        assert_eq!(mine, expected.iter().collect::<Vec<_>>(), "thread {t}");
+    }
+    let s = p.stats();
+    assert_eq!(
+        (s.recorded, s.dropped_intake_full),
+        ((threads * per_thread) as u64, 0)
+    );
+    p.shutdown(Duration::from_secs(10)).await;
+}
+
 /// The intake holds exactly its capacity, whatever the number of producers and handles.
 #[actix_rt::test]
 async fn intake_bound_is_exact() {
