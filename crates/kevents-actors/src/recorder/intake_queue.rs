@@ -336,4 +336,78 @@ mod tests {
         }
         assert!(rx.is_empty());
     }
+
+    /// Against a model (a plain deque with the same bound): any sequence of pushes, takes
+    /// and a close gives the same answers, takes return the oldest items in order and at
+    /// most a chunk at a time, and `is_empty` agrees throughout.
+    mod model {
+        use std::collections::VecDeque;
+
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Push,
+            Take,
+            Close,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![6 => Just(Op::Push), 3 => Just(Op::Take), 1 => Just(Op::Close)]
+        }
+
+        proptest! {
+            #[test]
+            fn the_queue_behaves_as_a_bounded_deque(
+                capacity in proptest::option::of(1usize..12),
+                chunk in 1usize..6,
+                ops in proptest::collection::vec(op(), 0..200),
+            ) {
+                let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+                let (q, mut rx) = IntakeQueue::new(capacity, chunk);
+                let mut model: VecDeque<u32> = VecDeque::new();
+                let mut closed = false;
+                let mut next = 0u32;
+                for op in ops {
+                    match op {
+                        Op::Push => {
+                            let got = q.try_push(next);
+                            if closed {
+                                prop_assert!(matches!(got, Err(PushError::Closed(v)) if v == next));
+                            } else if capacity.is_some_and(|c| model.len() >= c) {
+                                prop_assert!(matches!(got, Err(PushError::Full(v)) if v == next));
+                            } else {
+                                prop_assert!(got.is_ok());
+                                model.push_back(next);
+                            }
+                            next += 1;
+                        }
+                        Op::Take => {
+                            if model.is_empty() && !closed {
+                                // Would wait: nothing to check but that it has nothing.
+                                prop_assert!(rx.is_empty());
+                                continue;
+                            }
+                            let batch = rt.block_on(rx.take());
+                            if model.is_empty() {
+                                prop_assert_eq!(batch, None);
+                            } else {
+                                let batch = batch.expect("items");
+                                prop_assert!(!batch.is_empty() && batch.len() <= chunk);
+                                let expected: Vec<u32> = model.drain(..batch.len()).collect();
+                                prop_assert_eq!(batch, expected);
+                            }
+                        }
+                        Op::Close => {
+                            q.close();
+                            closed = true;
+                        }
+                    }
+                    prop_assert_eq!(rx.is_empty(), model.is_empty());
+                }
+            }
+        }
+    }
 }
