@@ -133,6 +133,12 @@ impl V1Intake {
         self.0.served
     }
 
+    /// Whether core/v1 calls are to be recorded into events.k8s.io/v1 (what
+    /// [`core_calls_action`](Self::core_calls_action) says, without copying the action).
+    pub(crate) fn routes_core_calls(&self) -> bool {
+        matches!(self.0.core_calls, CoreCalls::EventsV1 { .. }) && self.0.served
+    }
+
     /// `Some(action)` when core/v1 calls are to be recorded into events.k8s.io/v1.
     pub(crate) fn core_calls_action(&self) -> Option<Option<String>> {
         match &self.0.core_calls {

@@ -257,7 +257,7 @@ impl Intake {
         namespace: Option<&str>,
         item: impl FnOnce(Time) -> Option<Item>,
     ) -> Option<Result<Emit, RecordError>> {
-        if self.v1.core_calls_action().is_some() {
+        if self.v1.routes_core_calls() {
             return None;
         }
         if let Err(e) = self.check_open() {
