@@ -122,23 +122,20 @@ impl CorrelatorActor {
     ) {
         let repeats = msg.repeats();
         let (record, slot) = msg.into_parts();
-        let Some(repeats) = repeats else {
-            // The broadcaster's record itself: correlated in place, copied only when another
-            // watcher holds it too. events.k8s.io/v1 events belong to series sink chains (the
-            // fallback to core/v1 happens at the recorder, which then emits `Recorded::Core`).
-            if let Some(event) = SharedCore::from_recorded(record) {
-                self.correlate_one(event, slot, writes, t);
-            }
+        // The (first) occurrence is the broadcaster's record itself: correlated in place,
+        // copied only when another watcher holds it too. events.k8s.io/v1 events belong to
+        // series sink chains (the fallback to core/v1 happens at the recorder, which then
+        // emits `Recorded::Core`).
+        let Some(first) = SharedCore::from_recorded(record) else {
             return;
         };
-        let Some(first) = record.core() else { return };
-        let repeat = core_repeat(first, repeats.last);
+        let Some(repeats) = repeats else {
+            self.correlate_one(first, slot, writes, t);
+            return;
+        };
+        let repeat = core_repeat(&first, repeats.last);
         let before = writes.len();
-        // The first occurrence is the record itself (copied only if another watcher holds
-        // it too), as without repeats.
-        if let Some(first) = SharedCore::from_recorded(record) {
-            self.correlate_one(first, DeliverySlot::detached(), writes, t);
-        }
+        self.correlate_one(first, DeliverySlot::detached(), writes, t);
         for _ in 0..repeats.more {
             self.correlate_one(
                 SharedCore::new(repeat.clone()),

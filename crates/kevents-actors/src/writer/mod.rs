@@ -64,6 +64,11 @@ struct KeyQueue<W> {
     active: bool,
 }
 
+/// `key`'s head write in `keys`.
+fn head<'a, W>(keys: &'a mut FastMap<Key, KeyQueue<W>>, key: &Key) -> Option<&'a mut Job<W>> {
+    keys.get_mut(key).and_then(|q| q.jobs.front_mut())
+}
+
 /// Per-key FIFO queues with bounded concurrency across keys.
 pub(crate) struct KeyedWriter<W> {
     keys: FastMap<Key, KeyQueue<W>>,
@@ -169,7 +174,13 @@ impl<W> KeyedWriter<W> {
 
     /// The write in flight (or next) for `key`.
     pub(crate) fn head_mut(&mut self, key: &Key) -> Option<&mut Job<W>> {
-        self.keys.get_mut(key).and_then(|q| q.jobs.front_mut())
+        head(&mut self.keys, key)
+    }
+
+    /// [`head_mut`](Self::head_mut) and the budget at once (different fields): one lookup
+    /// for an attempt's delay, budget and count.
+    fn head_and_budget(&mut self, key: &Key) -> Option<(&mut Job<W>, &mut WriteBudget)> {
+        Some((head(&mut self.keys, key)?, &mut self.budget))
     }
 
     /// Ends `key`'s head write: its slot is given back at the end of the handler call and
@@ -334,10 +345,7 @@ fn park<A: KeyedWrites>(act: &mut A, key: Key, wait: Duration, ctx: &mut Context
 /// was parked (the budget says wait: nothing else may start now either).
 fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
     loop {
-        // One lookup for the delay, the budget and the attempt count: the queues and the
-        // budget are different fields of the writer.
-        let w = act.writer();
-        let Some(job) = w.keys.get_mut(&key).and_then(|q| q.jobs.front_mut()) else {
+        let Some((job, budget)) = act.writer().head_and_budget(&key) else {
             return true;
         };
         if let Some(d) = job.delay.take() {
@@ -353,15 +361,15 @@ fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
             );
             return true;
         }
-        match w.budget.admit() {
+        match budget.admit() {
             Admit::Go { probe } => {
                 job.probe = probe;
                 job.deferred = false;
             }
             Admit::Wait(wait, why) => {
                 if !std::mem::replace(&mut job.deferred, true) {
-                    w.budget.counters().deferred(why);
-                    tracing::debug!(budget = %w.budget.name(), event = %key, ?wait, reason = ?why,
+                    budget.counters().deferred(why);
+                    tracing::debug!(budget = %budget.name(), event = %key, ?wait, reason = ?why,
                         "write waits for the write budget");
                 }
                 park(act, key, wait, ctx);
