@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 
 use kevents_actors::{IntakePolicy, Pipeline, SeriesSinkOptions, WatcherPolicy};
 use kevents_core::events_v1::{Event, EventsV1Sink, OccurrenceV1, SeriesOptions, V1SinkFuture};
-use kevents_core::{EventSource, EventType, ObjectReference};
+use kevents_core::{EventSource, EventType, ObjectReference, Stored};
 
-/// Answers every request with an empty event (the series cache never reads the reply).
+/// Answers every request with "stored as sent".
 struct NullSink;
 
 impl EventsV1Sink for NullSink {
     fn create_v1(&self, _: &Event) -> V1SinkFuture {
-        Box::pin(async { Ok(Event::default()) })
+        Box::pin(async { Ok(Stored::AsSent) })
     }
     fn patch_v1(&self, _: &Event, _: &[u8]) -> V1SinkFuture {
-        Box::pin(async { Ok(Event::default()) })
+        Box::pin(async { Ok(Stored::AsSent) })
     }
 }
 

@@ -11,7 +11,7 @@ use kevents_actors::{
 };
 use kevents_core::{
     CorrelatorOptions, Event, EventSink, EventSource, EventType, ObjectReference, SharedClock,
-    SinkError, SinkFuture, Status, Time, VirtualClock,
+    SinkError, SinkFuture, Status, Stored, Time, VirtualClock,
 };
 use kevents_sim::MemoryApiServer;
 use proptest::prelude::*;
@@ -83,7 +83,7 @@ impl Laggy {
             };
             req.ok = result.is_ok();
             this.log.lock().unwrap().push(req);
-            result
+            result.map(Stored::from)
         })
     }
 }

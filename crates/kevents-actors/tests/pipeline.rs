@@ -13,7 +13,9 @@ use kevents_actors::{
     DropReason, Emit, IntakePolicy, Pipeline, RecordError, RetryPolicy, SinkOptions, WatcherPolicy,
     WriteBudget,
 };
-use kevents_core::{EventSource, EventType, InvalidEvent, ObjectReference, SinkError, Status};
+use kevents_core::{
+    EventSource, EventType, InvalidEvent, ObjectReference, SinkError, Status, Time, VirtualClock,
+};
 
 fn source() -> EventSource {
     EventSource::new("test", "node")
@@ -493,6 +495,86 @@ async fn supervised_sink_restart_with_concurrency() {
     for counts in per_name.values() {
         assert_eq!(counts, &(1..=10).collect::<Vec<_>>());
     }
+}
+
+/// A sink with no server copy to return answers `Stored::AsSent`: the pipeline learns its
+/// writes back from the events it sent and makes exactly the requests it makes with a sink
+/// that returns the server's copy (creates, patches with client-go's counts, re-creates after
+/// a 404), whichever of its writes the sink answers so. With only the creates answered as
+/// sent, an event re-created after a 404 had learned a resourceVersion from its patch: its
+/// CREATE leaves it out, and what is learned back is the event without it.
+#[actix_rt::test]
+async fn a_sink_answering_as_sent_makes_the_same_requests() {
+    type Requests = BTreeMap<String, Vec<(&'static str, i32, bool)>>;
+    async fn run(as_sent: &'static [&'static str]) -> (Requests, Vec<(String, i32)>) {
+        let sink = ScriptedSink {
+            as_sent,
+            ..ScriptedSink::new()
+        };
+        // A fixed clock: the same event names in every run.
+        let clock = VirtualClock::new(Time::parse_rfc3339("2021-01-01T00:00:00Z").unwrap());
+        let p = Pipeline::builder(source())
+            .clock(Arc::new(clock))
+            .sink(
+                "api",
+                sink.clone(),
+                SinkOptions {
+                    coalesce: false,
+                    retry: fast_retry(),
+                    ..SinkOptions::default()
+                },
+            )
+            .start();
+        let r = p.recorder();
+        for round in 0..4 {
+            for i in 0..5 {
+                r.event(&pod(&format!("p{i}")), EventType::Normal, "Started", "m")
+                    .unwrap();
+            }
+            p.flush().await.unwrap();
+            if round == 1 {
+                for e in sink.api.list() {
+                    assert!(sink.api.delete(&e.metadata.namespace, &e.metadata.name));
+                }
+            }
+        }
+        let report = p.shutdown(Duration::from_secs(10)).await;
+        assert!(report.completed);
+        assert_eq!(report.stats.dropped_total(), 0);
+        let mut requests = Requests::new();
+        for c in sink.calls() {
+            requests
+                .entry(c.name)
+                .or_default()
+                .push((c.verb, c.count, c.ok));
+        }
+        let mut stored: Vec<_> = sink
+            .api
+            .list()
+            .into_iter()
+            .map(|e| (e.metadata.name, e.count))
+            .collect();
+        stored.sort();
+        (requests, stored)
+    }
+    let returned = run(&[]).await;
+    assert_eq!(returned.0.len(), 5, "{returned:?}");
+    for writes in returned.0.values() {
+        assert_eq!(
+            writes,
+            &[
+                ("create", 1, true),
+                ("patch", 2, true),
+                ("patch", 3, false),
+                ("create", 3, true),
+                ("patch", 4, true)
+            ]
+        );
+    }
+    assert!(returned.1.iter().all(|(_, count)| *count == 4));
+    assert_eq!(run(&["create", "patch"]).await, returned);
+    assert_eq!(run(&["create"]).await, returned);
+    assert_eq!(run(&["patch"]).await, returned);
 }
 
 /// Shutdown drains intake, broadcaster, watchers and sinks, then stops every actor.

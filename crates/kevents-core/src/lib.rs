@@ -8,7 +8,8 @@
 //! * [`events_v1`]: the `events.k8s.io/v1` API of client-go's `tools/events` (model,
 //!   `EventFactoryV1`, `SeriesCache`, `EventsV1Sink`, the fallback bridge to core/v1).
 //! * Shared by both: [`time`], [`name`], [`json`], [`reference`](mod@reference) ([`ObjectReference`],
-//!   [`Reference`]), [`meta`] ([`ObjectMeta`]) and [`status`] ([`SinkError`], [`Status`]).
+//!   [`Reference`]), [`meta`] ([`ObjectMeta`]), [`status`] ([`SinkError`], [`Status`]) and [`stored`]
+//!   ([`Stored`], a sink's answer).
 //!
 //! The in-memory apiserver, the replay tool and the benchmark workloads live in `kevents-sim`.
 //!
@@ -37,6 +38,7 @@ pub mod meta;
 pub mod name;
 pub mod reference;
 pub mod status;
+pub mod stored;
 pub mod time;
 
 pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions, Decision, StateHint};
@@ -47,4 +49,5 @@ pub use core_v1::{
 pub use meta::ObjectMeta;
 pub use reference::{ObjectReference, Reference, ReferenceError};
 pub use status::{Disposition, SinkError, Status};
+pub use stored::Stored;
 pub use time::{Clock, IntervalClock, SharedClock, SystemClock, Time, VirtualClock};

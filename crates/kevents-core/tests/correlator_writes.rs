@@ -93,8 +93,8 @@ impl Harness {
         let mut ev = r.event;
         let out = block_on(write_event(&self.api, &mut ev, r.patch.as_deref()));
         // A conflict (two events named alike at the same instant) is dropped, as client-go does.
-        if let Ok(stored) = &out.result {
-            self.c.update_state(stored);
+        if let Some(stored) = out.stored_event(&ev) {
+            self.c.update_state(&stored);
         }
         Some((out.kind, ev, r.patch))
     }
@@ -237,7 +237,7 @@ fn p6_patch_404_recreates_with_accumulated_count() {
         let r = c.correlate(e);
         let mut ev = r.event;
         let out = block_on(write_event(&sink, &mut ev, r.patch.as_deref()));
-        c.update_state(&out.result.unwrap());
+        c.update_state(&out.stored_event(&ev).unwrap());
         clock.advance(Duration::from_secs(10));
     }
     let calls = sink.calls.lock().unwrap();

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Method, StatusCode};
-use kevents_core::SinkError;
 use kevents_core::status::sanitize_server_text_to;
+use kevents_core::{SinkError, Stored};
 
 use reqwest::Url;
 use serde::de::DeserializeOwned;
@@ -45,8 +45,10 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// event.metadata.namespace = "default".into();
 /// event.involved_object.namespace = "default".into();
 /// event.count = 1;
-/// let stored = sink.create(&event).await?;
-/// println!("stored with resourceVersion {}", stored.metadata.resource_version);
+/// // The server's copy (`Stored::AsSent` only when its echo was over the response limit).
+/// if let Some(stored) = sink.create(&event).await?.returned() {
+///     println!("stored with resourceVersion {}", stored.metadata.resource_version);
+/// }
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -266,7 +268,7 @@ impl HttpSink {
         namespace: &str,
         event: &T,
         api_version: Option<&'static str>,
-    ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
+    ) -> Pin<Box<dyn Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>>
     where
         T: Serialize + ?Sized,
         R: DeserializeOwned + 'static,
@@ -283,26 +285,23 @@ impl HttpSink {
                 .send(Method::POST, url, &Body::Json(sent.clone()))
                 .await?;
             if answer.status.is_success() && answer.oversized {
-                return this.stored_as_sent(&answer, "create", &sent);
+                return Ok(this.stored_as_sent(&answer, "create"));
             }
-            decode_event_of(answer, api_version)
+            decode_event_of::<R>(answer, api_version).map(Stored::from)
         })
     }
 
     /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with the strategic-merge-patch bytes,
-    /// the answer decoded by [`decode_event_of`] with `api_version`. `updated` is the event
-    /// as the patch makes it: the result when the server's 2xx answer is too large to read.
-    pub(crate) fn patch_at<T, R>(
+    /// the answer decoded by [`decode_event_of`] with `api_version`.
+    pub(crate) fn patch_at<R>(
         &self,
         prefix: &[&str],
         namespace: &str,
         name: &str,
         patch: &[u8],
         api_version: Option<&'static str>,
-        updated: T,
-    ) -> Pin<Box<dyn Future<Output = Result<R, SinkError>> + Send + 'static>>
+    ) -> Pin<Box<dyn Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>>
     where
-        T: Serialize + Send + 'static,
         R: DeserializeOwned + 'static,
     {
         let this = self.clone();
@@ -312,32 +311,26 @@ impl HttpSink {
             let url = prepared?;
             let answer = this.send(Method::PATCH, url, &Body::Patch(body)).await?;
             if answer.status.is_success() && answer.oversized {
-                let sent = kevents_core::json::to_vec(&updated)
-                    .map_err(|e| SinkError::Construction(e.to_string()))?;
-                return this.stored_as_sent(&answer, "patch", &sent);
+                return Ok(this.stored_as_sent(&answer, "patch"));
             }
-            decode_event_of(answer, api_version)
+            decode_event_of::<R>(answer, api_version).map(Stored::from)
         })
     }
 
     /// A 2xx answer to a create or patch whose body is over the size limit: the server stored
-    /// the event (a 2xx says so), only its echo was not read. The result is the event as sent
-    /// (`sent`, its JSON), without the fields the server sets (`resourceVersion`, `uid`,
-    /// `creationTimestamp`), so the write is not retried (a retried create would be refused
-    /// with 409 `AlreadyExists` and counted as rejected).
-    fn stored_as_sent<R: DeserializeOwned>(
-        &self,
-        answer: &Answer,
-        verb: &str,
-        sent: &[u8],
-    ) -> Result<R, SinkError> {
+    /// the event (a 2xx says so), only its echo was not read. The result is
+    /// [`Stored::AsSent`]: the recorder learns from the event as sent (without the fields the
+    /// server sets: `resourceVersion` on a create, `uid`, `creationTimestamp`), and the write
+    /// is not retried (a retried create would be refused with 409 `AlreadyExists` and
+    /// counted as rejected).
+    fn stored_as_sent<R>(&self, answer: &Answer, verb: &str) -> Stored<R> {
         tracing::warn!(
             status = answer.status.as_u16(),
             limit = self.inner.max_body,
             verb,
             "apiserver answer larger than the response size limit: the event counts as stored, as sent"
         );
-        serde_json::from_slice(sent).map_err(|e| unexpected(format_args!("event as sent: {e}")))
+        Stored::AsSent
     }
 
     /// Whether the apiserver serves an API group version: `GET path` answered 2xx (`true`)

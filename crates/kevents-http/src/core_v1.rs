@@ -27,14 +27,7 @@ impl HttpSink {
 
     fn patch_fut(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         let meta = &event.metadata;
-        self.patch_at(
-            CORE_V1,
-            &meta.namespace,
-            &meta.name,
-            patch,
-            None,
-            event.clone(),
-        )
+        self.patch_at(CORE_V1, &meta.namespace, &meta.name, patch, None)
     }
 
     /// `GET` of one event.

@@ -115,7 +115,6 @@ impl EventsV1Sink for HttpSink {
             &meta.name,
             patch,
             Some(events_v1::API_VERSION),
-            event.clone(),
         )
     }
 }

@@ -35,8 +35,8 @@
 //! event.involved_object.namespace = "default".into();
 //! event.count = 1;
 //! let outcome = write_event(&sink, &mut event, None).await;
-//! match outcome.result {
-//!     Ok(stored) => println!("{} stored", stored.metadata.name),
+//! match &outcome.result {
+//!     Ok(_) => println!("{} stored", event.metadata.name),
 //!     Err(e) => println!("{e}: {:?}", e.disposition()),
 //! }
 //! # Ok(()) }

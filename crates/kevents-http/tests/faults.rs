@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kevents_core::{Disposition, Event, EventSink, SinkError};
+use kevents_core::{Disposition, Event, EventSink, SinkError, Stored};
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_sim::{ErrorFault, FaultBody, Faults, SimConfig, SimHandle, Simulator};
 
@@ -48,7 +48,7 @@ async fn storm_of_429_with_retry_after_then_success() {
         assert_eq!(s.reason, "TooManyRequests");
     }
     let stored = sink.create(&event("storm.1")).await.unwrap();
-    assert_eq!(stored.count, 1);
+    assert_eq!(stored.returned().expect("the server's copy").count, 1);
     assert_eq!(sim.stats().injected_errors, 5);
     eprintln!("429 storm: {:?}", sim.stats());
 }
@@ -136,7 +136,7 @@ async fn timed_outage_ends_by_itself() {
     let stored = loop {
         attempts += 1;
         match sink.create(&event("timed.1")).await {
-            Ok(e) => break e,
+            Ok(e) => break e.into_returned().expect("the server's copy"),
             Err(e) => {
                 assert!(matches!(e, SinkError::Transport(_)), "{e:?}");
                 assert!(attempts < 500, "the simulator never came back");
@@ -196,8 +196,7 @@ async fn response_bodies_are_size_limited() {
     // The write happened (201); only the answer was too large to read: the event counts as
     // stored, as it was sent (no server-set fields).
     let stored = sink.create(&event("big.1")).await.unwrap();
-    assert_eq!(stored.metadata.name, "big.1");
-    assert!(stored.metadata.resource_version.is_empty());
+    assert_eq!(stored, Stored::AsSent);
     assert_eq!(sim.events().len(), 1);
     // An error answer too large to read is still classified by its code.
     let err = sink.create(&event("big.1")).await.unwrap_err();

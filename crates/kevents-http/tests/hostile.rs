@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kevents_core::status::sanitize_server_text;
-use kevents_core::{Event, EventSink, SinkError, write_event};
+use kevents_core::{Event, EventSink, SinkError, Stored, write_event};
 use kevents_http::config::{
     DEFAULT_MAX_RESPONSE_BYTES, MAX_KUBECONFIG_BYTES, MAX_PEM_FILE_BYTES, MAX_TOKEN_FILE_BYTES,
 };
@@ -277,11 +277,13 @@ async fn an_event_the_apiserver_accepts_has_an_echo_that_is_read() {
     let (sim, sink) = plain_sim().await;
     let mut e = event("large.1");
     e.message = "x".repeat(1_100_000);
-    let stored = sink.create(&e).await.unwrap();
-    assert!(
-        !stored.metadata.resource_version.is_empty(),
-        "the echo was read"
-    );
+    let stored = sink
+        .create(&e)
+        .await
+        .unwrap()
+        .into_returned()
+        .expect("the echo was read");
+    assert!(!stored.metadata.resource_version.is_empty());
     assert_eq!(stored.message.len(), 1_100_000);
     assert_eq!(sim.stats().creates, 1);
 }
@@ -296,15 +298,17 @@ async fn a_2xx_over_the_limit_counts_as_stored_not_as_failed() {
     });
     let mut e = event("echo.1");
     let out = write_event(&sink, &mut e, None).await;
-    let stored = out.result.unwrap();
+    assert_eq!(out.result, Ok(Stored::AsSent));
+    let stored = out.stored_event(&e).unwrap();
     assert_eq!(stored.metadata.name, "echo.1");
     assert!(stored.metadata.resource_version.is_empty(), "as sent");
-    // A patch: the event as the patch makes it.
+    // A patch: the event as the patch makes it (the event the patch was made for).
     let mut again = event("echo.1");
     again.count = 2;
     let patch = br#"{"count":2}"#;
     let out = write_event(&sink, &mut again, Some(patch)).await;
-    assert_eq!(out.result.unwrap().count, 2);
+    assert_eq!(out.result, Ok(Stored::AsSent));
+    assert_eq!(out.stored_event(&again).unwrap().count, 2);
     assert_eq!(sim.event("default", "echo.1").unwrap().count, 2);
     let stats = sim.stats();
     assert_eq!((stats.creates, stats.patches, stats.requests), (1, 1, 2));
@@ -404,7 +408,7 @@ async fn stored_messages_with_escapes_come_back_as_stored() {
         ..Faults::none()
     });
     let stored = sink.create(&event("stored.1")).await.unwrap();
-    assert_eq!(stored.message, hostile);
+    assert_eq!(stored.returned().unwrap().message, hostile);
     assert_eq!(sim.event("default", "stored.1").unwrap().message, hostile);
     let listed = sink.list_events("default").await.unwrap();
     assert_eq!(listed[0].message, hostile);

@@ -67,13 +67,6 @@ impl EventSink for KubeSink {
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         let meta = &event.metadata;
-        self.patch_at(
-            CORE_V1,
-            &meta.namespace,
-            &meta.name,
-            patch,
-            None,
-            event.clone(),
-        )
+        self.patch_at(CORE_V1, &meta.namespace, &meta.name, patch, None)
     }
 }

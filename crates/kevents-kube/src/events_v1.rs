@@ -74,7 +74,6 @@ impl EventsV1Sink for KubeSink {
             &meta.name,
             patch,
             Some(events_v1::API_VERSION),
-            event.clone(),
         )
     }
 }

@@ -10,9 +10,9 @@ use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{Method, Request};
 use http_body_util::BodyExt;
-use kevents_core::SinkError;
 use kevents_core::answer::{self, Answer};
 use kevents_core::status::sanitize_server_text_to;
+use kevents_core::{SinkError, Stored};
 
 /// Content type of the record package's patches.
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -59,8 +59,10 @@ pub const DEFAULT_MAX_LIST_BYTES: usize = 256 * 1024 * 1024;
 /// event.metadata.namespace = "default".into();
 /// event.involved_object.namespace = "default".into();
 /// event.count = 1;
-/// let stored = sink.create(&event).await?;
-/// println!("stored with resourceVersion {}", stored.metadata.resource_version);
+/// // The server's copy (`Stored::AsSent` only when its echo was over the response limit).
+/// if let Some(stored) = sink.create(&event).await?.returned() {
+///     println!("stored with resourceVersion {}", stored.metadata.resource_version);
+/// }
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -379,7 +381,9 @@ impl KubeSink {
         namespace: &str,
         event: &T,
         api_version: Option<&'static str>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<R, SinkError>> + Send + 'static>>
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>,
+    >
     where
         T: serde::Serialize + ?Sized,
         R: serde::de::DeserializeOwned + 'static,
@@ -391,29 +395,27 @@ impl KubeSink {
             .map_err(|e| SinkError::Construction(e.to_string()));
         Box::pin(async move {
             let sent = encoded?;
-            let read = this
-                .send(Method::POST, &path, Body::Json(sent.clone()))
-                .await?;
+            let read = this.send(Method::POST, &path, Body::Json(sent)).await?;
             if read.view().is_success() && read.oversized {
-                return stored_as_sent(&read, "create", &sent, this.inner.max_body);
+                return Ok(stored_as_sent(&read, "create", this.inner.max_body));
             }
-            read.view().decode_event(api_version)
+            read.view().decode_event::<R>(api_version).map(Stored::from)
         })
     }
 
-    /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with strategic-merge-patch bytes;
-    /// `updated` is the event as the patch makes it (the result when the echo is too large).
-    pub(crate) fn patch_at<T, R>(
+    /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with strategic-merge-patch bytes; a
+    /// 2xx whose echo is over the limit counts as stored as sent.
+    pub(crate) fn patch_at<R>(
         &self,
         prefix: &'static str,
         namespace: &str,
         name: &str,
         patch: &[u8],
         api_version: Option<&'static str>,
-        updated: T,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<R, SinkError>> + Send + 'static>>
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>,
+    >
     where
-        T: serde::Serialize + Send + 'static,
         R: serde::de::DeserializeOwned + 'static,
     {
         let this = self.clone();
@@ -422,11 +424,9 @@ impl KubeSink {
         Box::pin(async move {
             let read = this.send(Method::PATCH, &path, Body::Patch(body)).await?;
             if read.view().is_success() && read.oversized {
-                let sent = kevents_core::json::to_vec(&updated)
-                    .map_err(|e| SinkError::Construction(e.to_string()))?;
-                return stored_as_sent(&read, "patch", &sent, this.inner.max_body);
+                return Ok(stored_as_sent(&read, "patch", this.inner.max_body));
             }
-            read.view().decode_event(api_version)
+            read.view().decode_event::<R>(api_version).map(Stored::from)
         })
     }
 
@@ -455,21 +455,15 @@ impl KubeSink {
 }
 
 /// A 2xx answer to a create or patch whose body is over the size limit: stored (the 2xx says
-/// so), returned as sent (see kevents-http's `docs/http.md`).
-fn stored_as_sent<R: serde::de::DeserializeOwned>(
-    read: &Read,
-    verb: &str,
-    sent: &[u8],
-    limit: usize,
-) -> Result<R, SinkError> {
+/// so), answered [`Stored::AsSent`] (see kevents-http's `docs/http.md`).
+fn stored_as_sent<R>(read: &Read, verb: &str, limit: usize) -> Stored<R> {
     tracing::warn!(
         status = read.code,
         limit,
         verb,
         "apiserver answer larger than the response size limit: the event counts as stored, as sent"
     );
-    serde_json::from_slice(sent)
-        .map_err(|e| answer::unexpected_object(format_args!("event as sent: {e}")))
+    Stored::AsSent
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{client_for, kube_client};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kevents_core::events_v1::{EventFactoryV1, EventsV1Sink, OccurrenceV1, Reporter};
-use kevents_core::{Disposition, SinkError};
+use kevents_core::{Disposition, SinkError, Stored};
 use kevents_kube::{KubeSink, Notes, PublishError, Recorder, RecorderOptions, SINK_NAME};
 use kevents_sim::{Faults, SimConfig, Simulator};
 use kevents_testkit::{Identity, Target};
@@ -351,7 +351,7 @@ async fn errors_are_classified_like_kevents_http() {
         .create_v1(&v1_event("f-big-echo"))
         .await
         .expect("stored");
-    assert!(stored.metadata.uid.is_empty(), "the event as sent");
+    assert_eq!(stored, Stored::AsSent, "the event as sent");
     sim.shutdown().await;
 }
 

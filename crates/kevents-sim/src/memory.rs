@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use kevents_core::events_v1::{self, ClusterScopedRule, EventsV1Sink, V1SinkFuture};
 use kevents_core::status::{SinkError, Status, StatusDetails};
-use kevents_core::{Event, EventSink, SinkFuture};
+use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
 #[derive(Debug, Default)]
 struct Store {
@@ -163,12 +163,14 @@ impl MemoryApiServer {
 
 impl EventSink for MemoryApiServer {
     fn create(&self, event: &Event) -> SinkFuture {
-        let r = self.create_now(event);
+        let r = self.create_now(event).map(Stored::from);
         Box::pin(async move { r })
     }
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
-        let r = self.patch_now(&event.metadata.namespace, &event.metadata.name, patch);
+        let r = self
+            .patch_now(&event.metadata.namespace, &event.metadata.name, patch)
+            .map(Stored::from);
         Box::pin(async move { r })
     }
 }
@@ -237,14 +239,19 @@ impl MemoryApiServer {
         Ok(updated)
     }
 
-    /// Performs a series-cache write now: CREATE or PATCH.
-    pub fn send_v1_now(&self, write: &events_v1::Write) -> Result<events_v1::Event, SinkError> {
+    /// Performs a series-cache write now: CREATE or PATCH, answered as [`EventsV1Sink`]
+    /// answers (the stored copy), for `SeriesCache::on_write_result`.
+    pub fn send_v1_now(
+        &self,
+        write: &events_v1::Write,
+    ) -> Result<Stored<events_v1::Event>, SinkError> {
         match write {
             events_v1::Write::Create { event, .. } => self.create_v1_now(event),
             events_v1::Write::Patch { event, patch, .. } => {
                 self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
             }
         }
+        .map(Stored::from)
     }
 
     /// The stored event seen through `events.k8s.io/v1`, if any.
@@ -282,12 +289,14 @@ fn merge_json(target: &mut Value, patch: Value) {
 
 impl EventsV1Sink for MemoryApiServer {
     fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
-        let r = self.create_v1_now(event);
+        let r = self.create_v1_now(event).map(Stored::from);
         Box::pin(async move { r })
     }
 
     fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
-        let r = self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch);
+        let r = self
+            .patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
+            .map(Stored::from);
         Box::pin(async move { r })
     }
 }

@@ -359,8 +359,11 @@ impl Replayer {
         let mut event = result.event;
         let outcome = block_on(write_event(&self.api, &mut event, result.patch.as_deref()));
         let mut action = outcome.kind.as_str().to_owned();
+        if let Some(stored) = outcome.stored_event(&event) {
+            self.correlator.update_state(&stored);
+        }
         match &outcome.result {
-            Ok(stored) => self.correlator.update_state(stored),
+            Ok(_) => {}
             Err(e) if e.is_already_exists() => action.push_str("-conflict"),
             Err(e) => action = format!("{action}-error: {e}"),
         }

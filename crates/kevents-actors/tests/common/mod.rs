@@ -9,7 +9,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use kevents_actors::{EventMessage, Pipeline};
 use kevents_core::{
-    Event, EventSink, EventType, ObjectReference, Occurrence, SinkError, SinkFuture,
+    Event, EventSink, EventType, ObjectReference, Occurrence, SinkError, SinkFuture, Stored,
 };
 use kevents_sim::MemoryApiServer;
 
@@ -51,6 +51,9 @@ pub struct ScriptedSink {
     pub delay: Option<Duration>,
     /// Never answer.
     pub hang: bool,
+    /// Answer the stored writes of these verbs (`create`, `patch`) with `Stored::AsSent`
+    /// instead of the server's copy.
+    pub as_sent: &'static [&'static str],
 }
 
 impl ScriptedSink {
@@ -84,11 +87,20 @@ impl ScriptedSink {
                 result = Some(Err(SinkError::Transport("connection refused".into())));
             }
         }
-        let result = result.unwrap_or_else(|| match verb {
-            "create" => self.api.create_now(event),
-            _ => self
-                .api
-                .patch_now(&event.metadata.namespace, &event.metadata.name, patch),
+        let result = result.unwrap_or_else(|| {
+            match verb {
+                "create" => self.api.create_now(event),
+                _ => self
+                    .api
+                    .patch_now(&event.metadata.namespace, &event.metadata.name, patch),
+            }
+            .map(|stored| {
+                if self.as_sent.contains(&verb) {
+                    Stored::AsSent
+                } else {
+                    Stored::from(stored)
+                }
+            })
         });
         self.calls.lock().unwrap().push(Call {
             verb,

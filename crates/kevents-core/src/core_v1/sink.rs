@@ -8,9 +8,12 @@ use std::sync::Arc;
 
 use super::model::Event;
 use crate::status::SinkError;
+use crate::stored::Stored;
 
-/// The future a sink call returns: the event as the server stored it, or why not.
-pub type SinkFuture = Pin<Box<dyn Future<Output = Result<Event, SinkError>> + Send + 'static>>;
+/// The future a sink call returns: the event as the server stored it ([`Stored::Returned`]),
+/// [`Stored::AsSent`] for a sink with no server copy to return, or why not.
+pub type SinkFuture =
+    Pin<Box<dyn Future<Output = Result<Stored<Event>, SinkError>> + Send + 'static>>;
 
 /// Writes events to an apiserver (client-go `EventSink`, without `Update`, which the
 /// recorder never calls).
@@ -20,18 +23,18 @@ pub type SinkFuture = Pin<Box<dyn Future<Output = Result<Event, SinkError>> + Se
 /// caller can keep the event for retries.
 ///
 /// ```
-/// use kevents_core::{Event, EventSink, SinkError, SinkFuture};
+/// use kevents_core::{Event, EventSink, SinkFuture, Stored};
 ///
-/// /// A sink that stores nothing and answers with what it was given.
-/// struct Echo;
-/// impl EventSink for Echo {
+/// /// A sink that prints events: no server, so the events are stored as sent.
+/// struct Print;
+/// impl EventSink for Print {
 ///     fn create(&self, event: &Event) -> SinkFuture {
-///         let e = event.clone();
-///         Box::pin(async move { Ok(e) })
+///         println!("{} {}: {}", event.type_, event.reason, event.message);
+///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 ///     fn patch(&self, event: &Event, _patch: &[u8]) -> SinkFuture {
-///         let e = event.clone();
-///         Box::pin(async move { Ok(e) })
+///         println!("{} {} (x{}): {}", event.type_, event.reason, event.count, event.message);
+///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 /// }
 /// ```

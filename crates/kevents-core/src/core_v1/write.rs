@@ -6,6 +6,7 @@
 //! on borrowed values; the actor pipeline holds it over shared ones (`Arc`), polls it once in
 //! place (an in-memory sink answers at once) and spawns it only if it is still pending.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
@@ -14,6 +15,7 @@ use std::task::{Context, Poll};
 use super::model::Event;
 use super::sink::{EventSink, SinkFuture};
 use crate::status::SinkError;
+use crate::stored::Stored;
 
 /// Which request ended the write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,8 +44,42 @@ impl WriteKind {
 pub struct WriteOutcome {
     /// The last request made.
     pub kind: WriteKind,
-    /// The stored event (feed it to `Correlator::update_state`) or the error.
-    pub result: Result<Event, SinkError>,
+    /// The sink's answer (feed [`WriteOutcome::stored_event`] to `Correlator::update_state`)
+    /// or the error.
+    pub result: Result<Stored<Event>, SinkError>,
+}
+
+impl WriteOutcome {
+    /// The event the write stored, to learn back (`Correlator::update_state`): the server's
+    /// copy, or for a sink that answered [`Stored::AsSent`], `sent` (the event the write was
+    /// made with) as the last request sent it: a CREATE without its resourceVersion, as
+    /// client-go learns from a sink that returns its argument. Copied only in that case, and
+    /// only when `sent` has a resourceVersion. `None` when the write failed.
+    ///
+    /// ```
+    /// use kevents_core::{Event, Stored, WriteKind, WriteOutcome};
+    /// let mut sent = Event::default();
+    /// sent.metadata.resource_version = "9".into();
+    /// let patched = WriteOutcome { kind: WriteKind::Patch, result: Ok(Stored::AsSent) };
+    /// assert_eq!(patched.stored_event(&sent).unwrap().metadata.resource_version, "9");
+    /// let recreated = WriteOutcome { kind: WriteKind::Recreate, result: Ok(Stored::AsSent) };
+    /// assert_eq!(recreated.stored_event(&sent).unwrap().metadata.resource_version, "");
+    /// ```
+    pub fn stored_event<'a>(&'a self, sent: &'a Event) -> Option<Cow<'a, Event>> {
+        match self.result.as_ref().ok()? {
+            Stored::Returned(e) => Some(Cow::Borrowed(e)),
+            Stored::AsSent
+                if self.kind == WriteKind::Patch || sent.metadata.resource_version.is_empty() =>
+            {
+                Some(Cow::Borrowed(sent))
+            }
+            Stored::AsSent => {
+                let mut e = sent.clone();
+                e.metadata.resource_version.clear();
+                Some(Cow::Owned(e))
+            }
+        }
+    }
 }
 
 /// One write attempt of `event` with `patch`, exactly as client-go's `recordEvent`:
@@ -58,15 +94,15 @@ pub struct WriteOutcome {
 /// when the future is built (POST or PATCH) and when the PATCH answered 404 (POST).
 ///
 /// ```
-/// use kevents_core::{Event, EventSink, SinkError, SinkFuture, WriteEvent, WriteKind};
+/// use kevents_core::{Event, EventSink, SinkError, SinkFuture, Stored, WriteEvent, WriteKind};
 /// use std::sync::Arc;
 ///
 /// /// Answers every PATCH with 404 and stores every CREATE.
 /// struct Forgetful;
 /// impl EventSink for Forgetful {
 ///     fn create(&self, e: &Event) -> SinkFuture {
-///         let e = e.clone();
-///         Box::pin(async move { Ok(e) })
+///         assert_eq!(e.metadata.resource_version, "", "a CREATE carries no resourceVersion");
+///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 ///     fn patch(&self, _: &Event, _: &[u8]) -> SinkFuture {
 ///         Box::pin(async { Err(SinkError::Status(Box::new(
@@ -77,9 +113,10 @@ pub struct WriteOutcome {
 /// e.count = 3;
 /// e.metadata.resource_version = "42".into();
 /// let sink: Arc<dyn EventSink> = Arc::new(Forgetful);
-/// let out = futures_executor_block_on(WriteEvent::new(sink, Arc::new(e), Some(b"{}")));
+/// let e = Arc::new(e);
+/// let out = futures_executor_block_on(WriteEvent::new(sink, Arc::clone(&e), Some(b"{}")));
 /// assert_eq!(out.kind, WriteKind::Recreate);
-/// let stored = out.result.unwrap();
+/// let stored = out.stored_event(&e).unwrap();
 /// assert_eq!((stored.count, stored.metadata.resource_version.as_str()), (3, ""));
 /// # fn futures_executor_block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     use std::task::{Context, Poll, Waker};
@@ -147,11 +184,12 @@ where
     /// use kevents_core::{Event, EventSink, SinkFuture, WriteEvent, WriteKind};
     /// use std::sync::Arc;
     ///
+    /// /// Answers with the server's copy of what it was sent.
     /// struct Store;
     /// impl EventSink for Store {
     ///     fn create(&self, e: &Event) -> SinkFuture {
     ///         let e = e.clone();
-    ///         Box::pin(async move { Ok(e) })
+    ///         Box::pin(async move { Ok(e.into()) })
     ///     }
     ///     fn patch(&self, _: &Event, _: &[u8]) -> SinkFuture {
     ///         unreachable!("a create never patches")
@@ -167,7 +205,7 @@ where
     ///     if let std::task::Poll::Ready(o) = w.as_mut().poll(&mut cx) { break o; }
     /// };
     /// assert_eq!(out.kind, WriteKind::Create);
-    /// let stored = out.result.unwrap();
+    /// let stored = out.result.unwrap().into_returned().unwrap();
     /// assert_eq!((stored.count, stored.metadata.resource_version.as_str()), (4, ""));
     /// ```
     pub fn create(sink: S, event: E) -> Self {

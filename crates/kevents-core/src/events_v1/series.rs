@@ -22,6 +22,7 @@ use lru::LruCache;
 use super::model::{Event, EventSeries, series_patch};
 use super::series_key::{KeyView, PackedKey, Probe};
 use crate::status::{Disposition, SinkError};
+use crate::stored::Stored;
 use crate::time::Time;
 
 /// client-go's `refreshTime`: heartbeat period of an open series
@@ -241,7 +242,8 @@ pub enum Step {
 }
 
 /// Classifies one request's result, without any cache (client-go's `tools/events`
-/// `recordEvent` plus kevents' retry of 429/5xx, [`SinkError::disposition`]).
+/// `recordEvent` plus kevents' retry of 429/5xx, [`SinkError::disposition`]). Only the error
+/// matters: any success (a sink's [`Stored`] answer) is [`Step::Stored`].
 ///
 /// ```
 /// use kevents_core::events_v1::{classify, Event, Step, Write, WriteReason};
@@ -249,9 +251,9 @@ pub enum Step {
 /// let w = Write::Create { event: Event::default(), reason: WriteReason::First };
 /// let dup = SinkError::Status(Box::new(Status::failure(409, "AlreadyExists", "dup")));
 /// assert_eq!(classify(&w, &Err(dup)), Step::Dropped { quiet: true });
-/// assert_eq!(classify(&w, &Ok(Event::default())), Step::Stored);
+/// assert_eq!(classify(&w, &Ok(kevents_core::Stored::AsSent)), Step::Stored);
 /// ```
-pub fn classify(sent: &Write, result: &Result<Event, SinkError>) -> Step {
+pub fn classify(sent: &Write, result: &Result<Stored<Event>, SinkError>) -> Step {
     match result {
         Ok(_) => Step::Stored,
         Err(e) if e.is_not_found() && !sent.is_create() => Step::Recreate,
@@ -621,7 +623,11 @@ impl SeriesCache {
     ///   that series writes it again.
     ///
     /// The server's reply is not written back into the cache (1.27+).
-    pub fn on_write_result(&mut self, sent: &Write, result: &Result<Event, SinkError>) -> Step {
+    pub fn on_write_result(
+        &mut self,
+        sent: &Write,
+        result: &Result<Stored<Event>, SinkError>,
+    ) -> Step {
         let step = classify(sent, result);
         let event = sent.event();
         let sent_count = event.series.map_or(1, |s| s.count);

@@ -8,9 +8,13 @@ use std::sync::Arc;
 use super::model::Event;
 use super::series::{Step, Write, classify};
 use crate::status::SinkError;
+use crate::stored::Stored;
 
-/// The future an [`EventsV1Sink`] call returns: the event as the server stored it, or why not.
-pub type V1SinkFuture = Pin<Box<dyn Future<Output = Result<Event, SinkError>> + Send + 'static>>;
+/// The future an [`EventsV1Sink`] call returns: the event as the server stored it
+/// ([`Stored::Returned`]), [`Stored::AsSent`] for a sink with no server copy to return, or
+/// why not.
+pub type V1SinkFuture =
+    Pin<Box<dyn Future<Output = Result<Stored<Event>, SinkError>> + Send + 'static>>;
 
 /// Writes `events.k8s.io/v1` events (client-go `tools/events` `EventSink`, without `Update`).
 ///
@@ -21,17 +25,18 @@ pub type V1SinkFuture = Pin<Box<dyn Future<Output = Result<Event, SinkError>> + 
 ///
 /// ```
 /// use kevents_core::events_v1::{Event, EventsV1Sink, V1SinkFuture};
+/// use kevents_core::Stored;
 ///
-/// /// A sink that stores nothing and answers with what it was given.
-/// struct Echo;
-/// impl EventsV1Sink for Echo {
+/// /// A sink that prints events: no server, so the events are stored as sent.
+/// struct Print;
+/// impl EventsV1Sink for Print {
 ///     fn create_v1(&self, event: &Event) -> V1SinkFuture {
-///         let e = event.clone();
-///         Box::pin(async move { Ok(e) })
+///         println!("{} {}: {}", event.type_, event.reason, event.note);
+///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 ///     fn patch_v1(&self, event: &Event, _patch: &[u8]) -> V1SinkFuture {
-///         let e = event.clone();
-///         Box::pin(async move { Ok(e) })
+///         println!("{} {} (series): {}", event.type_, event.reason, event.note);
+///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 /// }
 /// ```
@@ -76,8 +81,8 @@ pub struct V1WriteOutcome {
     /// [`crate::events_v1::SeriesCache::on_write_result`], and after [`Step::Retry`] send
     /// [`Write::retry`] of it.
     pub sent: Write,
-    /// What the server answered to it.
-    pub result: Result<Event, SinkError>,
+    /// What the sink answered to it.
+    pub result: Result<Stored<Event>, SinkError>,
     /// Whether a PATCH answered 404 and the event was re-created.
     pub recreated: bool,
     /// What to do next, without cache bookkeeping ([`classify`] of `sent`/`result`).

@@ -16,7 +16,7 @@ use kevents_core::{
     write_event,
 };
 
-use super::{Failure, Failures, SuiteSink, expect_status};
+use super::{Failure, Failures, ServerCopy, SuiteSink, expect_status};
 use crate::Target;
 
 type Outcome = Result<(), String>;
@@ -88,11 +88,7 @@ pub async fn create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
         "Back-off restarting <failed> container & more",
         at,
     )?;
-    let stored = t
-        .admin
-        .create(&e)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+    let stored = t.admin.create(&e).await.server_copy("create")?;
     ensure!(
         stored.metadata.name == e.metadata.name,
         "name {:?}",
@@ -142,21 +138,13 @@ pub async fn create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
 pub async fn patch_updates_count<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let at = start_time();
     let e = event_for(pod(&unique("patch")), "Unhealthy", "probe failed", at)?;
-    let created = t
-        .admin
-        .create(&e)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+    let created = t.admin.create(&e).await.server_copy("create")?;
     let mut next = created.clone();
     next.count = 2;
     next.last_timestamp = Some(at.saturating_add(Duration::from_secs(10)));
     next.message = "probe failed again".into();
     let body = observation_patch(&next);
-    let patched = t
-        .admin
-        .patch(&next, &body)
-        .await
-        .map_err(|e| format!("patch: {e}"))?;
+    let patched = t.admin.patch(&next, &body).await.server_copy("patch")?;
     ensure!(patched.count == 2, "count {}", patched.count);
     ensure!(
         patched.message == "probe failed again",
@@ -212,10 +200,7 @@ pub async fn patch_missing_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome 
 /// A second create of the same name: 409 AlreadyExists, dropped quietly.
 pub async fn duplicate_create_already_exists<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event_for(pod(&unique("dup")), "X", "m", start_time())?;
-    t.admin
-        .create(&e)
-        .await
-        .map_err(|e| format!("first create: {e}"))?;
+    t.admin.create(&e).await.server_copy("first create")?;
     let err = expect_status(t.admin.create(&e).await, 409, "AlreadyExists")?;
     let s = status_of(&err)?;
     ensure!(
@@ -348,7 +333,7 @@ pub async fn recreate_after_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome {
         "first write {:?}",
         first.kind
     );
-    let stored = first.result.map_err(|e| format!("create: {e}"))?;
+    let stored = first.result.server_copy("create")?;
     t.admin
         .delete_event("default", &stored.metadata.name)
         .await
@@ -363,7 +348,7 @@ pub async fn recreate_after_not_found<S: SuiteSink>(t: &Target<S>) -> Outcome {
         "second write {:?}",
         out.kind
     );
-    let again = out.result.map_err(|e| format!("recreate: {e}"))?;
+    let again = out.result.server_copy("recreate")?;
     ensure!(again.metadata.name == stored.metadata.name, "name changed");
     ensure!(again.count == 3, "count {}", again.count);
     ensure!(
@@ -399,9 +384,8 @@ async fn record(
         if !decision.skip {
             let mut ev = decision.event;
             let out = write_event(sink, &mut ev, decision.patch.as_deref()).await;
-            let stored = out
-                .result
-                .map_err(|e| format!("{} failed: {e}", out.kind.as_str()))?;
+            let what = format!("{} failed", out.kind.as_str());
+            let stored = out.result.server_copy(&what)?;
             correlator.update_state(&stored);
             if !names.contains(&stored.metadata.name) {
                 names.push(stored.metadata.name.clone());

@@ -10,9 +10,9 @@ use kevents_core::events_v1::{
     self, EventFactoryV1, EventSeries, OccurrenceV1, Reporter, Step, Write, WriteReason,
     series_patch, write_once,
 };
-use kevents_core::{EventType, ObjectReference, SinkError, Time};
+use kevents_core::{EventType, ObjectReference, SinkError, Stored, Time};
 
-use super::{Failure, Failures, SuiteSink};
+use super::{Failure, Failures, ServerCopy, SuiteSink};
 use crate::Target;
 
 type Outcome = Result<(), String>;
@@ -59,7 +59,11 @@ fn micros(t: Option<Time>) -> Option<i64> {
 }
 
 /// Expects a `Status` failure with `code` and `reason`.
-fn expect_status(r: Result<events_v1::Event, SinkError>, code: u16, reason: &str) -> Outcome {
+fn expect_status(
+    r: Result<Stored<events_v1::Event>, SinkError>,
+    code: u16,
+    reason: &str,
+) -> Outcome {
     super::expect_status(r, code, reason).map(drop)
 }
 
@@ -83,11 +87,7 @@ pub async fn v1_create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
         "back-off <restarting> & more",
     )?;
     e.related = Some(related.clone());
-    let stored = t
-        .admin
-        .create_v1(&e)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+    let stored = t.admin.create_v1(&e).await.server_copy("create")?;
     ensure!(
         stored.metadata.name == e.metadata.name,
         "name {:?}",
@@ -141,11 +141,7 @@ pub async fn v1_create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
 /// the series (count, lastObservedTime) and nothing else.
 pub async fn v1_series_patch<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-series")), "Restart", "crash")?;
-    let created = t
-        .admin
-        .create_v1(&e)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+    let created = t.admin.create_v1(&e).await.server_copy("create")?;
     let mut last = now();
     for count in [2, 7] {
         last = last.saturating_add(Duration::from_secs(1));
@@ -154,7 +150,7 @@ pub async fn v1_series_patch<S: SuiteSink>(t: &Target<S>) -> Outcome {
             .admin
             .patch_v1(&e, &series_patch(&series))
             .await
-            .map_err(|e| format!("patch count {count}: {e}"))?;
+            .server_copy(&format!("patch count {count}"))?;
         let s = patched.series.ok_or("no series after the patch")?;
         ensure!(s.count == count, "count {} instead of {count}", s.count);
         ensure!(
@@ -210,10 +206,7 @@ pub async fn v1_patch_missing_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outco
 /// A second CREATE with the same name: 409 AlreadyExists.
 pub async fn v1_duplicate_create_already_exists<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-dup")), "Restart", "crash")?;
-    t.admin
-        .create_v1(&e)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+    t.admin.create_v1(&e).await.server_copy("create")?;
     let r = t.admin.create_v1(&e).await;
     if let Err(err) = &r {
         ensure!(err.is_already_exists(), "not AlreadyExists: {err:?}");
@@ -250,7 +243,7 @@ pub async fn v1_cluster_scoped_needs_kube_system<S: SuiteSink>(t: &Target<S>) ->
     t.admin
         .create_v1(&e)
         .await
-        .map_err(|e| format!("create in kube-system: {e}"))?;
+        .server_copy("create in kube-system")?;
     e.metadata.namespace = "default".into();
     e.metadata.name = format!("{}-default", e.metadata.name);
     expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
@@ -261,15 +254,12 @@ pub async fn v1_cluster_scoped_needs_kube_system<S: SuiteSink>(t: &Target<S>) ->
 /// not validated (count 1 is stored).
 pub async fn v1_series_patch_not_validated_on_1_20<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-count1")), "Restart", "crash")?;
-    t.admin
-        .create_v1(&e)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+    t.admin.create_v1(&e).await.server_copy("create")?;
     let patched = t
         .admin
         .patch_v1(&e, &series_patch(&EventSeries::new(1, now())))
         .await
-        .map_err(|e| format!("patch with count 1: {e}"))?;
+        .server_copy("patch with count 1")?;
     ensure!(
         patched.series.map(|s| s.count) == Some(1),
         "series {:?}",

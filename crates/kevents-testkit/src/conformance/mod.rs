@@ -10,7 +10,7 @@
 use std::future::Future;
 
 use kevents_core::events_v1::{Event as V1Event, EventsV1Sink};
-use kevents_core::{Event, EventSink, SinkError};
+use kevents_core::{Event, EventSink, SinkError, Stored};
 use kevents_http::HttpSink;
 
 /// `ensure!(condition, "format", args...)`: fail the scenario with the message unless the
@@ -104,6 +104,26 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{} conformance scenario(s) failed:\n{}", .0.len(), .0.iter().map(|f| format!("  - {f}")).collect::<Vec<_>>().join("\n"))]
 pub struct Failures(pub Vec<Failure>);
+
+/// The server's copy in a sink's answer, or what went wrong (`what: error`). A sink under
+/// this suite writes to an apiserver, so it must return what the server stored
+/// ([`Stored::Returned`]), not [`Stored::AsSent`].
+pub(crate) trait ServerCopy<E> {
+    /// The server's copy, or `"{what}: ..."`.
+    fn server_copy(self, what: &str) -> Result<E, String>;
+}
+
+impl<E> ServerCopy<E> for Result<Stored<E>, SinkError> {
+    fn server_copy(self, what: &str) -> Result<E, String> {
+        match self {
+            Ok(Stored::Returned(e)) => Ok(*e),
+            Ok(Stored::AsSent) => Err(format!(
+                "{what}: the sink answered AsSent instead of the server's copy"
+            )),
+            Err(e) => Err(format!("{what}: {e}")),
+        }
+    }
+}
 
 /// Expects `result` to be a `Status` failure with `code` and `reason`, and returns the error
 /// so the caller can check its details and classification. Shared by the core/v1 and
