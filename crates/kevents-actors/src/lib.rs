@@ -58,6 +58,7 @@
 
 // Bottom: vocabulary and messages every stage shares.
 mod clock;
+mod event_pool;
 mod fast_map;
 mod message;
 mod overflow;

@@ -110,6 +110,11 @@ impl SharedCore {
         record.core().is_some().then_some(SharedCore(record))
     }
 
+    /// The shared record (to give back to the pipeline's `EventPool`).
+    pub(crate) fn into_record(self) -> Arc<Recorded> {
+        self.0
+    }
+
     /// The event, to change in place: copied first only if it is shared.
     pub(crate) fn make_mut(&mut self) -> &mut Event {
         match Arc::make_mut(&mut self.0) {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::budget::WriteBudget;
+use crate::event_pool::EventPool;
 use crate::queue::{IntakeBytes, WatcherQueue};
 use crate::stats::StatsSnapshot;
 use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
@@ -14,6 +15,8 @@ use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub(crate) intake: IntakeCounters,
+    /// Written core/v1 events, to build the next ones in place.
+    pub(crate) events: EventPool,
     intake_bytes: OnceLock<Arc<IntakeBytes>>,
     watchers: Mutex<Vec<Arc<WatcherQueue>>>,
     sinks: Mutex<Vec<Arc<SinkCounters>>>,
@@ -30,6 +33,7 @@ impl Registry {
     pub(crate) fn new() -> Self {
         Registry {
             intake: IntakeCounters::new(),
+            events: EventPool::default(),
             intake_bytes: OnceLock::new(),
             watchers: Mutex::new(Vec::new()),
             sinks: Mutex::new(Vec::new()),

@@ -31,6 +31,26 @@ pub struct ObjectMeta {
     pub annotations: BTreeMap<String, String>,
 }
 
+impl ObjectMeta {
+    /// Every field back to its default, keeping the strings' buffers.
+    pub fn reset(&mut self) {
+        let ObjectMeta {
+            name,
+            namespace,
+            uid,
+            resource_version,
+            creation_timestamp,
+            annotations,
+        } = self;
+        name.clear();
+        namespace.clear();
+        uid.clear();
+        resource_version.clear();
+        *creation_timestamp = None;
+        annotations.clear();
+    }
+}
+
 /// `serde` adapters for `Option<Time>` in Kubernetes' two encodings.
 pub mod serde_time {
     use crate::time::Time;

@@ -11,11 +11,24 @@ use crate::time::Time;
 /// ```
 pub fn event_name(object_name: &str, t: Time) -> String {
     let mut s = String::with_capacity(object_name.len() + 18);
-    s.push_str(object_name);
-    s.push('.');
+    push_event_name(&mut s, object_name, t);
+    s
+}
+
+/// Appends [`event_name`] to `out` (an event built again in place reuses its buffer).
+///
+/// ```
+/// use kevents_core::{name::push_event_name, Time};
+/// let mut s = String::from("x");
+/// push_event_name(&mut s, "my-pod", Time::parse_rfc3339("2021-01-01T00:02:25Z").unwrap());
+/// assert_eq!(s, "xmy-pod.1655f2bf3b286a00");
+/// ```
+pub fn push_event_name(out: &mut String, object_name: &str, t: Time) {
+    out.push_str(object_name);
+    out.push('.');
     let n = t.unix_nanos();
     if n < 0 {
-        s.push('-');
+        out.push('-');
     }
     // Lower-case hex without leading zeros, as Go's `%x`; by hand, because `write!` through
     // the formatting machinery was a quarter of building an event (callgrind: 440
@@ -32,8 +45,7 @@ pub fn event_name(object_name: &str, t: Time) -> String {
         }
     }
     // Hex digits are ASCII, so always UTF-8.
-    s.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
-    s
+    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
 }
 
 /// client-go 1.33's `GenerateEventName`: [`event_name`], or a random UUID v4 when that is not
@@ -47,11 +59,19 @@ pub fn event_name(object_name: &str, t: Time) -> String {
 /// assert!(is_dns1123_subdomain(&n) && !n.starts_with("test"));
 /// ```
 pub fn generate_event_name(object_name: &str, t: Time) -> String {
-    let name = event_name(object_name, t);
-    if is_dns1123_subdomain(&name) {
-        name
-    } else {
-        uuid::Uuid::new_v4().to_string()
+    let mut name = String::with_capacity(object_name.len() + 18);
+    push_generated_event_name(&mut name, object_name, t);
+    name
+}
+
+/// Sets the empty `out` to [`generate_event_name`] (an event built again in place reuses its
+/// buffer).
+pub fn push_generated_event_name(out: &mut String, object_name: &str, t: Time) {
+    let start = out.len();
+    push_event_name(out, object_name, t);
+    if !is_dns1123_subdomain(&out[start..]) {
+        out.truncate(start);
+        out.push_str(&uuid::Uuid::new_v4().to_string());
     }
 }
 

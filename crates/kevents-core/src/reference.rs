@@ -48,6 +48,75 @@ pub struct ObjectReference {
     pub field_path: String,
 }
 
+/// An object reference's fields, borrowed (the recorder's packed calls hold them in one
+/// buffer): what [`crate::EventFactory::make_into`] copies into an event.
+///
+/// ```
+/// use kevents_core::{ObjectReference, reference::ReferenceRef};
+/// let pod = ObjectReference::new("v1", "Pod", "ns", "web-1");
+/// let mut copy = ObjectReference::new("apps/v1", "Deployment", "other", "d").with_uid("u");
+/// ReferenceRef::from(&pod).copy_to(&mut copy);
+/// assert_eq!(copy, pod);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReferenceRef<'a> {
+    /// Kind, e.g. `Pod`.
+    pub kind: &'a str,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: &'a str,
+    /// Name.
+    pub name: &'a str,
+    /// UID.
+    pub uid: &'a str,
+    /// API version.
+    pub api_version: &'a str,
+    /// The referent's resourceVersion.
+    pub resource_version: &'a str,
+    /// A field inside the object.
+    pub field_path: &'a str,
+}
+
+impl<'a> From<&'a ObjectReference> for ReferenceRef<'a> {
+    fn from(r: &'a ObjectReference) -> Self {
+        ReferenceRef {
+            kind: &r.kind,
+            namespace: &r.namespace,
+            name: &r.name,
+            uid: &r.uid,
+            api_version: &r.api_version,
+            resource_version: &r.resource_version,
+            field_path: &r.field_path,
+        }
+    }
+}
+
+impl ReferenceRef<'_> {
+    /// Overwrites `out` with these fields, reusing its strings' buffers.
+    pub fn copy_to(self, out: &mut ObjectReference) {
+        let ObjectReference {
+            kind,
+            namespace,
+            name,
+            uid,
+            api_version,
+            resource_version,
+            field_path,
+        } = out;
+        for (to, from) in [
+            (kind, self.kind),
+            (namespace, self.namespace),
+            (name, self.name),
+            (uid, self.uid),
+            (api_version, self.api_version),
+            (resource_version, self.resource_version),
+            (field_path, self.field_path),
+        ] {
+            to.clear();
+            to.push_str(from);
+        }
+    }
+}
+
 impl ObjectReference {
     /// A reference with api version, kind, namespace and name set.
     pub fn new(

@@ -10,7 +10,9 @@ use std::cell::Cell;
 
 use kevents_core::{Correlator, CorrelatorOptions, StateHint};
 
-use super::sink::{Abandon, CorrelatedWrite, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch};
+use super::sink::{
+    Abandon, CorrelatedWrite, Learned, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch,
+};
 use crate::fast_map::FastMap;
 use crate::message::{DeliverySlot, EventBatch, EventMessage, SharedCore, core_repeat};
 use crate::registry::Registry;
@@ -340,9 +342,7 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
     type Result = ();
 
     fn handle(&mut self, batch: WriteDoneBatch, _: &mut Context<Self>) {
-        // By reference: a `WriteDone` holds a whole stored `Event` (about 800 bytes), and
-        // moving each out of the batch cost two copies.
-        for done in &batch.0 {
+        for done in batch.0 {
             let Some(f) = self.in_flight.get(&*done.key) else {
                 continue;
             };
@@ -354,6 +354,11 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
                 if let Some(stored) = &done.stored {
                     self.correlator.update_state_with(hint, stored);
                 }
+            }
+            // An event learnt from as sent is usually held by nobody else now: built again
+            // in place by the broadcaster rather than freed here and allocated there.
+            if let Some(Learned::Sent(sent)) = done.stored {
+                self.registry.events.give(sent.into_record());
             }
         }
     }

@@ -4,8 +4,12 @@
 
 use std::sync::Arc;
 
+use kevents_core::core_v1::OccurrenceRef;
 use kevents_core::events_v1::OccurrenceV1;
-use kevents_core::{Event, EventFactory, EventType, ObjectMeta, ObjectReference, Occurrence, Time};
+use kevents_core::reference::ReferenceRef;
+use kevents_core::{
+    Event, EventFactory, EventType, InvalidEvent, ObjectMeta, ObjectReference, Occurrence, Time,
+};
 
 use super::events_v1::V1Intake;
 use crate::message::Recorded;
@@ -297,15 +301,33 @@ impl PackedCore {
         })
     }
 
-    /// The occurrence the general path would have queued.
-    pub(crate) fn unpack(self) -> Occurrence {
-        let [a, b, c, d, e, f, g, reason, message] = self.strings.unpack();
-        Occurrence::new(
-            reference_from([a, b, c, d, e, f, g]),
-            self.event_type,
+    /// The occurrence, borrowed (to build its event in place).
+    pub(crate) fn occurrence(&self) -> OccurrenceRef<'_> {
+        let [
+            kind,
+            namespace,
+            name,
+            uid,
+            api_version,
+            resource_version,
+            field_path,
             reason,
             message,
-        )
+        ] = self.strings.strings();
+        OccurrenceRef {
+            object: ReferenceRef {
+                kind,
+                namespace,
+                name,
+                uid,
+                api_version,
+                resource_version,
+                field_path,
+            },
+            event_type: self.event_type,
+            reason,
+            message,
+        }
     }
 }
 
@@ -332,10 +354,15 @@ impl BoundCore {
         })
     }
 
-    /// The occurrence the general path would have queued.
-    pub(crate) fn unpack(self) -> Occurrence {
-        let [reason, message] = self.strings.unpack();
-        Occurrence::new((*self.object).clone(), self.event_type, reason, message)
+    /// The occurrence, borrowed (to build its event in place).
+    pub(crate) fn occurrence(&self) -> OccurrenceRef<'_> {
+        let [reason, message] = self.strings.strings();
+        OccurrenceRef {
+            object: ReferenceRef::from(&*self.object),
+            event_type: self.event_type,
+            reason,
+            message,
+        }
     }
 }
 
@@ -388,8 +415,13 @@ pub(crate) fn build(
     let made = match item {
         // Split by the broadcaster before building; built as its first occurrence.
         Item::Repeated(first, _) => return build(factories, *first, registry),
-        Item::Packed(at, p) => factory.make(at, p.unpack()),
-        Item::Bound(at, b) => factory.make(at, b.unpack()),
+        // The calls on the hot path: built in place into a recycled event.
+        Item::Packed(at, p) => {
+            return build_core(registry, |e| factory.make_into(e, at, p.occurrence()));
+        }
+        Item::Bound(at, b) => {
+            return build_core(registry, |e| factory.make_into(e, at, b.occurrence()));
+        }
         Item::Core(at, occ) => factory.make(at, *occ),
         Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),
         Item::PackedV1(at, p) => {
@@ -406,6 +438,35 @@ pub(crate) fn build(
         Ok(e) => Some(Arc::new(Recorded::Core(e))),
         Err(_) => {
             registry.intake.built_invalid();
+            None
+        }
+    }
+}
+
+/// A core/v1 event built by `make` into a record from the pipeline's [`EventPool`]
+/// (a recycled event, whose strings keep their buffers, or a new one).
+///
+/// [`EventPool`]: crate::event_pool::EventPool
+fn build_core(
+    registry: &Registry,
+    make: impl FnOnce(&mut Event) -> Result<(), InvalidEvent>,
+) -> Option<Arc<Recorded>> {
+    let mut record = registry.events.take();
+    let made = match Arc::get_mut(&mut record) {
+        Some(Recorded::Core(e)) => make(e),
+        // `take` hands out unshared core/v1 records only; build a new one otherwise.
+        _ => {
+            let mut e = Event::default();
+            let made = make(&mut e);
+            record = Arc::new(Recorded::Core(e));
+            made
+        }
+    };
+    match made {
+        Ok(()) => Some(record),
+        Err(_) => {
+            registry.intake.built_invalid();
+            registry.events.give(record);
             None
         }
     }
@@ -460,6 +521,56 @@ mod tests {
         assert_ne!(other.identity(), packed().identity());
     }
 
+    /// An event built into a recycled record is the event built new: nothing of the event
+    /// the record held before is left, and the record is the recycled one (no allocation).
+    #[test]
+    fn an_event_built_into_a_recycled_record_is_a_new_event() {
+        let factories = Factories {
+            core: EventFactory::new(EventSource::new("c", "h")),
+            v1: V1Intake::default(),
+        };
+        let at = Time::from_unix_secs(1_700_000_000);
+        let r = reference();
+        let packed = || {
+            Item::Packed(
+                at,
+                PackedCore::new(&r, EventType::Warning, "BackOff", "restarting").unwrap(),
+            )
+        };
+        let fresh = build(&factories, packed(), &Registry::new()).unwrap();
+        let registry = Registry::new();
+        let mut old = Event {
+            involved_object: ObjectReference::new("apps/v1", "Deployment", "o", "d"),
+            message: "an old message".into(),
+            count: 12,
+            action: "A".into(),
+            ..Event::default()
+        };
+        old.metadata.resource_version = "9".into();
+        old.metadata.annotations.insert("k".into(), "v".into());
+        let old = Arc::new(Recorded::Core(old));
+        let at_old = Arc::as_ptr(&old);
+        registry.events.give(old);
+        let rebuilt = build(&factories, packed(), &registry).unwrap();
+        assert_eq!(Arc::as_ptr(&rebuilt), at_old, "the recycled record");
+        assert_eq!(rebuilt.core(), fresh.core());
+        let bound = Item::Bound(
+            at,
+            BoundCore::new(
+                &Arc::new(r.clone()),
+                EventType::Warning,
+                "BackOff",
+                "restarting",
+            )
+            .unwrap(),
+        );
+        registry.events.give(rebuilt);
+        assert_eq!(
+            build(&factories, bound, &registry).unwrap().core(),
+            fresh.core()
+        );
+    }
+
     /// The packing holds up to 64 KiB of strings (16-bit ends); beyond, the general path
     /// takes the call. Whatever fits unpacks to exactly the strings packed.
     #[test]
@@ -468,12 +579,9 @@ mod tests {
         let fixed: usize = reference_fields(&r).iter().map(|f| f.len()).sum::<usize>() + 1;
         let at_bound = "m".repeat(65_535 - fixed);
         let p = PackedCore::new(&r, EventType::Normal, "R", &at_bound).expect("fits");
-        let occ = p.unpack();
-        assert_eq!(occ.object, r);
-        assert_eq!(
-            (occ.reason.as_str(), occ.message.len()),
-            ("R", at_bound.len())
-        );
+        let occ = p.occurrence();
+        assert_eq!(occ.object, ReferenceRef::from(&r));
+        assert_eq!((occ.reason, occ.message.len()), ("R", at_bound.len()));
         let over = "m".repeat(65_536 - fixed);
         assert!(PackedCore::new(&r, EventType::Normal, "R", &over).is_none());
         let object = Arc::new(r.clone());
@@ -483,12 +591,11 @@ mod tests {
         // Empty strings between non-empty ones keep their places.
         let mut sparse = ObjectReference::new("", "Pod", "", "n");
         sparse.field_path = "f".into();
-        let occ = PackedCore::new(&sparse, EventType::Warning, "", "m")
-            .unwrap()
-            .unpack();
+        let p = PackedCore::new(&sparse, EventType::Warning, "", "m").unwrap();
+        let occ = p.occurrence();
         assert_eq!(
             (occ.object, occ.reason, occ.message),
-            (sparse, String::new(), "m".into())
+            (ReferenceRef::from(&sparse), "", "m")
         );
     }
 

@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use super::model::{Event, EventSource, EventType};
 use crate::name;
-use crate::reference::{ObjectReference, ReferenceError};
+use crate::reference::{ObjectReference, ReferenceError, ReferenceRef};
 use crate::time::Time;
 
 /// Largest total size of annotation keys plus values the apiserver accepts (256 KiB).
@@ -77,6 +77,20 @@ impl Occurrence {
             annotations: BTreeMap::new(),
         }
     }
+}
+
+/// An occurrence without annotations, its strings borrowed: what
+/// [`EventFactory::make_into`] copies into an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OccurrenceRef<'a> {
+    /// The involved object.
+    pub object: ReferenceRef<'a>,
+    /// `Normal` or `Warning`.
+    pub event_type: EventType,
+    /// Short reason, e.g. `BackOff`.
+    pub reason: &'a str,
+    /// Human-readable message.
+    pub message: &'a str,
 }
 
 /// Builds events the way client-go's recorder does, for one event source.
@@ -155,6 +169,68 @@ impl EventFactory {
     }
 }
 
+impl EventFactory {
+    /// [`make`](Self::make) of an occurrence without annotations, into `event`: every field
+    /// of `event` is overwritten ([`Event::reset`]) and its strings' buffers are reused, so an
+    /// event built again in place allocates nothing. The same checks and the same event as
+    /// `make`; on an error `event` is left as it was.
+    ///
+    /// ```
+    /// use kevents_core::core_v1::OccurrenceRef;
+    /// use kevents_core::{Event, EventFactory, EventSource, EventType, Naming, ObjectReference,
+    ///                    Occurrence, Time};
+    /// let f = EventFactory { naming: Naming::Legacy, ..EventFactory::new(EventSource::new("c", "h")) };
+    /// let now = Time::from_unix_secs(1_600_000_000);
+    /// let pod = ObjectReference::new("v1", "Pod", "ns", "web-1");
+    /// let mut e = Event::default();
+    /// e.message = "an older event's message".into();
+    /// e.count = 7;
+    /// let occ = OccurrenceRef { object: (&pod).into(), event_type: EventType::Warning,
+    ///                           reason: "BackOff", message: "restarting" };
+    /// f.make_into(&mut e, now, occ).unwrap();
+    /// let made = f.make(now, Occurrence::new(pod, EventType::Warning, "BackOff", "restarting"));
+    /// assert_eq!(e, made.unwrap());
+    /// ```
+    pub fn make_into(
+        &self,
+        event: &mut Event,
+        now: Time,
+        occ: OccurrenceRef<'_>,
+    ) -> Result<(), InvalidEvent> {
+        // A typed type and no annotations: the namespace is `validate`'s only check.
+        validate_namespace(occ.object.namespace)?;
+        event.reset();
+        let e = event;
+        match self.naming {
+            Naming::UuidFallback => {
+                name::push_generated_event_name(&mut e.metadata.name, occ.object.name, now)
+            }
+            Naming::Legacy => name::push_event_name(&mut e.metadata.name, occ.object.name, now),
+        }
+        e.metadata
+            .namespace
+            .push_str(if occ.object.namespace.is_empty() {
+                "default"
+            } else {
+                occ.object.namespace
+            });
+        occ.object.copy_to(&mut e.involved_object);
+        e.reason.push_str(occ.reason);
+        e.message.push_str(occ.message);
+        e.source.component.push_str(&self.source.component);
+        e.source.host.push_str(&self.source.host);
+        e.first_timestamp = Some(now);
+        e.last_timestamp = Some(now);
+        e.count = 1;
+        e.type_.push_str(occ.event_type.as_str());
+        if self.reporting_fields {
+            e.reporting_component.push_str(&self.source.component);
+            e.reporting_instance.push_str(&self.source.host);
+        }
+        Ok(())
+    }
+}
+
 /// The one check [`validate_parts`] makes on a call with a typed [`EventType`] (always
 /// valid) and no annotations: the namespace, empty or a DNS-1123 label (the same error).
 /// The recorder's hot path calls this instead of `validate_parts`, skipping the type's
@@ -205,6 +281,93 @@ pub fn validate_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core_v1::model::EventSeries;
+    use proptest::prelude::*;
+
+    /// An event with every field set, as a recycled event may be.
+    fn dirty() -> Event {
+        let r = ObjectReference::new("apps/v1", "Deployment", "old-ns", "old-name")
+            .with_uid("old-uid")
+            .with_field_path("spec.old");
+        let mut involved_object = r.clone();
+        involved_object.resource_version = "7".into();
+        Event {
+            kind: "Other".to_owned().into(),
+            api_version: "v9".to_owned().into(),
+            metadata: crate::meta::ObjectMeta {
+                name: "old.1".into(),
+                namespace: "old-ns".into(),
+                uid: "uid".into(),
+                resource_version: "42".into(),
+                creation_timestamp: Some(Time::from_unix_secs(5)),
+                annotations: [("a".to_owned(), "b".to_owned())].into(),
+            },
+            involved_object,
+            reason: "OldReason".into(),
+            message: "an old, rather long message ".repeat(10),
+            source: EventSource::new("old-component", "old-host"),
+            first_timestamp: Some(Time::from_unix_secs(1)),
+            last_timestamp: Some(Time::from_unix_secs(2)),
+            count: 9,
+            type_: "Warning".into(),
+            event_time: Some(Time::from_unix_secs(3)),
+            series: Some(EventSeries::default()),
+            action: "Act".into(),
+            related: Some(r),
+            reporting_component: "rc".into(),
+            reporting_instance: "ri".into(),
+        }
+    }
+
+    fn field() -> impl Strategy<Value = String> {
+        prop_oneof![Just(String::new()), "[a-z0-9.-]{1,12}", "[ -~]{0,40}"]
+    }
+
+    proptest! {
+        /// Building into a used event gives exactly what `make` builds from scratch (every
+        /// field overwritten, for either reporting rule), and the same refusal, leaving the
+        /// event as it was.
+        #[test]
+        fn make_into_a_used_event_is_make(
+            f in proptest::collection::vec(field(), 10),
+            warning in any::<bool>(),
+            reporting_fields in any::<bool>(),
+            nanos in any::<i64>(),
+        ) {
+            let factory = EventFactory {
+                source: EventSource::new("c", "h"),
+                naming: Naming::Legacy,
+                reporting_fields,
+            };
+            let object = ObjectReference {
+                kind: f[0].clone(),
+                namespace: f[1].clone(),
+                name: f[2].clone(),
+                uid: f[3].clone(),
+                api_version: f[4].clone(),
+                resource_version: f[5].clone(),
+                field_path: f[6].clone(),
+            };
+            let t = if warning { EventType::Warning } else { EventType::Normal };
+            let now = Time::from_unix_nanos(nanos);
+            let made = factory.make(now, Occurrence::new(object.clone(), t, &*f[7], &*f[8]));
+            let mut e = dirty();
+            let occ = OccurrenceRef {
+                object: (&object).into(),
+                event_type: t,
+                reason: &f[7],
+                message: &f[8],
+            };
+            match (made, factory.make_into(&mut e, now, occ)) {
+                (Ok(made), Ok(())) => prop_assert_eq!(e, made),
+                (Err(a), Err(b)) => {
+                    prop_assert_eq!(a, b);
+                    prop_assert_eq!(e, dirty());
+                }
+                (a, b) => prop_assert!(false, "make {a:?}, make_into {b:?}"),
+            }
+        }
+    }
 
     fn occ(t: &str) -> Occurrence {
         Occurrence {

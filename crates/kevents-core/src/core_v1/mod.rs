@@ -24,7 +24,7 @@ mod sink;
 mod write;
 
 pub use make::{
-    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate,
+    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, OccurrenceRef, validate,
     validate_namespace, validate_parts,
 };
 pub use model::{Event, EventSeries, EventSource, EventType};

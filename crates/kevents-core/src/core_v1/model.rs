@@ -136,6 +136,66 @@ pub struct Event {
     pub reporting_instance: String,
 }
 
+impl Event {
+    /// Every field back to [`Event::default`], keeping the strings' buffers, so that an event
+    /// can be built again in place ([`crate::EventFactory::make_into`]) without allocating.
+    ///
+    /// ```
+    /// use kevents_core::{Event, ObjectReference};
+    /// let mut e = Event::default();
+    /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
+    /// e.message = "hello".into();
+    /// e.count = 3;
+    /// e.reset();
+    /// assert_eq!(e, Event::default());
+    /// ```
+    pub fn reset(&mut self) {
+        // Destructured, so that a new field cannot be forgotten here.
+        let Event {
+            kind,
+            api_version,
+            metadata,
+            involved_object,
+            reason,
+            message,
+            source,
+            first_timestamp,
+            last_timestamp,
+            count,
+            type_,
+            event_time,
+            series,
+            action,
+            related,
+            reporting_component,
+            reporting_instance,
+        } = self;
+        *kind = Cow::Borrowed("Event");
+        *api_version = Cow::Borrowed("v1");
+        metadata.reset();
+        crate::reference::ReferenceRef::default().copy_to(involved_object);
+        let EventSource { component, host } = source;
+        for s in [
+            reason,
+            message,
+            component,
+            host,
+            type_,
+            action,
+            reporting_component,
+            reporting_instance,
+        ] {
+            s.clear();
+        }
+        *first_timestamp = None;
+        *last_timestamp = None;
+        *count = 0;
+        *event_time = None;
+        *series = None;
+        *related = None;
+    }
+}
+
 impl Default for Event {
     fn default() -> Self {
         Event {
