@@ -56,7 +56,7 @@ pub(crate) enum Learned {
 
 impl Learned {
     /// What a write of `sent` whose last request was `kind` stored, by the sink's answer.
-    fn of(kind: WriteKind, stored: Stored<Event>, sent: &SharedCore) -> Learned {
+    fn of(kind: WriteKind, stored: Stored<Event>, sent: SharedCore) -> Learned {
         match stored {
             Stored::Returned(e) => Learned::Returned(e),
             Stored::AsSent => {
@@ -64,10 +64,10 @@ impl Learned {
                     kind,
                     result: Ok(Stored::AsSent),
                 };
-                match as_sent.stored_event(sent) {
+                match as_sent.stored_event(&sent) {
                     // A CREATE whose event carried a resourceVersion: sent without it.
                     Some(Cow::Owned(e)) => Learned::Returned(Box::new(e)),
-                    _ => Learned::Sent(sent.clone()),
+                    _ => Learned::Sent(sent),
                 }
             }
         }
@@ -176,10 +176,14 @@ impl SinkActor {
     }
 
     /// Ends `key`'s head write and queues its report to the correlator.
-    fn finish(&mut self, key: &Key, end: WriteEnd, stored: Option<Learned>) {
-        if self.writer.finish(key).is_none() {
-            return;
+    fn finish(&mut self, key: &Key, end: WriteEnd) {
+        if self.writer.finish(key).is_some() {
+            self.ended(key, end, None);
         }
+    }
+
+    /// Counts a write ended (taken off its queue) and queues its report to the correlator.
+    fn ended(&mut self, key: &Key, end: WriteEnd, stored: Option<Learned>) {
         self.counters.write_ended(end);
         if self.reply.is_some() {
             self.done.push(WriteDone {
@@ -200,7 +204,7 @@ impl SinkActor {
     /// unless it used up its attempts.
     fn restart(&mut self, key: &Key, attempts: u32, ctx: &mut Context<Self>) {
         if attempts >= self.retry.attempts() {
-            self.finish(key, WriteEnd::RetryExhausted { log: false }, None);
+            self.finish(key, WriteEnd::RetryExhausted { log: false });
         }
         self.restarting = true;
         self.counters.restarted();
@@ -253,42 +257,44 @@ impl KeyedWrites for SinkActor {
         if self.paused() {
             return Settle::Done;
         }
-        let Some(attempts) = self.writer.head_mut(key).map(|j| j.attempts) else {
+        let health = match &out {
+            Ok(o) => Health::of(&o.result),
+            Err(_) => Health::Failed,
+        };
+        let Some(attempts) = self.writer.observed(key, health) else {
             return Settle::Done;
         };
-        let counters = Arc::clone(&self.counters);
-        let name = counters.name();
         let outcome = match out {
             Ok(o) => o,
             Err(Panicked(panic)) => {
-                self.writer.observed(key, Health::Failed);
-                tracing::error!(sink = %name, event = %key, panic = %panic,
+                tracing::error!(sink = %self.counters.name(), event = %key, panic = %panic,
                     "event sink panicked; restarting it (queued writes are kept)");
                 self.traced(key, "panicked");
                 self.restart(key, attempts, ctx);
                 return Settle::Done;
             }
         };
-        self.writer.observed(key, Health::of(&outcome.result));
         let err = match outcome.result {
             Ok(stored) => {
-                let stored = self
-                    .writer
-                    .head_mut(key)
-                    .map(|job| Learned::of(outcome.kind, stored, &job.write.event));
-                self.traced(
-                    key,
-                    match outcome.kind {
-                        WriteKind::Create => "created",
-                        WriteKind::Patch => "patched",
-                        WriteKind::Recreate => "recreated",
-                    },
-                );
-                self.finish(key, WriteEnd::Stored(outcome.kind), stored);
+                // One lookup: the job leaves its queue with its span and its event.
+                if let Some(job) = self.writer.finish(key) {
+                    job.span.record(
+                        "status",
+                        match outcome.kind {
+                            WriteKind::Create => "created",
+                            WriteKind::Patch => "patched",
+                            WriteKind::Recreate => "recreated",
+                        },
+                    );
+                    let learned = Learned::of(outcome.kind, stored, job.write.event);
+                    self.ended(key, WriteEnd::Stored(outcome.kind), Some(learned));
+                }
                 return Settle::Done;
             }
             Err(err) => err,
         };
+        let counters = Arc::clone(&self.counters);
+        let name = counters.name();
         if self.retry.fatal.as_ref().is_some_and(|f| f(&err)) {
             tracing::error!(sink = %name, event = %key, error = %err,
                 "fatal sink error; restarting the sink (queued writes are kept)");
@@ -311,7 +317,7 @@ impl KeyedWrites for SinkActor {
                 tracing::warn!(sink = %name, event = %key, error = %err, attempts,
                     "unable to write event (retry limit exceeded)");
                 self.traced(key, "retry_exhausted");
-                self.finish(key, WriteEnd::RetryExhausted { log: true }, None);
+                self.finish(key, WriteEnd::RetryExhausted { log: true });
                 Settle::Done
             }
             Disposition::Drop { quiet } => {
@@ -323,7 +329,7 @@ impl KeyedWrites for SinkActor {
                         "server rejected event (will not retry)");
                 }
                 self.traced(key, "rejected");
-                self.finish(key, WriteEnd::Rejected, None);
+                self.finish(key, WriteEnd::Rejected);
                 Settle::Done
             }
         }

@@ -184,8 +184,8 @@ impl<W> KeyedWriter<W> {
     }
 
     /// Ends `key`'s head write: its slot is given back at the end of the handler call and
-    /// the key's next write becomes ready. Returns the write.
-    pub(crate) fn finish(&mut self, key: &Key) -> Option<W> {
+    /// the key's next write becomes ready. Returns the job (the write and its span).
+    pub(crate) fn finish(&mut self, key: &Key) -> Option<Job<W>> {
         let q = self.keys.get_mut(key)?;
         let job = q.jobs.pop_front()?;
         if q.active {
@@ -198,20 +198,22 @@ impl<W> KeyedWriter<W> {
         } else {
             self.ready.push_back(Arc::clone(key));
         }
-        if let Some(slot) = job.slot {
+        let mut job = job;
+        if let Some(slot) = job.slot.take() {
             self.released.push(slot);
         }
-        Some(job.write)
+        Some(job)
     }
 
-    /// Tells the budget what the answer to `key`'s current attempt says about the apiserver.
-    pub(crate) fn observed(&mut self, key: &Key, health: Health) {
-        let probe = self
-            .keys
-            .get_mut(key)
-            .and_then(|q| q.jobs.front_mut())
-            .is_some_and(|j| std::mem::take(&mut j.probe));
+    /// Tells the budget what the answer to `key`'s current attempt says about the apiserver
+    /// and returns the attempts the head write made; `None` (nothing reported) if `key` has
+    /// no write.
+    pub(crate) fn observed(&mut self, key: &Key, health: Health) -> Option<u32> {
+        let job = head(&mut self.keys, key)?;
+        let probe = std::mem::take(&mut job.probe);
+        let attempts = job.attempts;
         self.budget.report(probe, health);
+        Some(attempts)
     }
 
     /// After a restart (the attempts in flight were dropped with the old actor context):
