@@ -267,6 +267,9 @@ impl PipelineBuilder {
 
     /// Starts the actors. Must be called inside a running actix `System`.
     pub fn start(self) -> Pipeline {
+        // The first reading of the system clock calibrates its counter (about 0.6 ms): here,
+        // not in a caller's first record call.
+        let _ = self.clock.now();
         let registry = Arc::new(Registry::new());
         let mut broadcaster = Broadcaster::new(Arc::clone(&registry));
 
