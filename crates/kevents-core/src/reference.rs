@@ -90,7 +90,40 @@ impl<'a> From<&'a ObjectReference> for ReferenceRef<'a> {
     }
 }
 
+impl<'a> From<[&'a str; 7]> for ReferenceRef<'a> {
+    /// The fields in declaration order: kind, namespace, name, uid, API version,
+    /// resourceVersion, field path.
+    fn from(
+        [
+            kind,
+            namespace,
+            name,
+            uid,
+            api_version,
+            resource_version,
+            field_path,
+        ]: [&'a str; 7],
+    ) -> Self {
+        ReferenceRef {
+            kind,
+            namespace,
+            name,
+            uid,
+            api_version,
+            resource_version,
+            field_path,
+        }
+    }
+}
+
 impl ReferenceRef<'_> {
+    /// An owned copy.
+    pub fn to_reference(self) -> ObjectReference {
+        let mut r = ObjectReference::default();
+        self.copy_to(&mut r);
+        r
+    }
+
     /// Overwrites `out` with these fields, reusing its strings' buffers.
     pub fn copy_to(self, out: &mut ObjectReference) {
         let ObjectReference {

@@ -244,39 +244,6 @@ impl<const N: usize> Packed<N> {
         let start = if from == 0 { 0 } else { self.ends[from - 1] };
         usize::from(self.ends[to - 1] - start)
     }
-
-    /// The strings, each copied into its own `String`.
-    fn unpack(self) -> [String; N] {
-        let mut start = 0;
-        self.ends.map(|end| {
-            let end = usize::from(end);
-            let s = self.buf[start..end].to_owned();
-            start = end;
-            s
-        })
-    }
-}
-
-fn reference_from(
-    [
-        kind,
-        namespace,
-        name,
-        uid,
-        api_version,
-        resource_version,
-        field_path,
-    ]: [String; 7],
-) -> ObjectReference {
-    ObjectReference {
-        kind,
-        namespace,
-        name,
-        uid,
-        api_version,
-        resource_version,
-        field_path,
-    }
 }
 
 /// The strings of a core/v1 call without annotations, in one buffer: the reference's
@@ -303,27 +270,9 @@ impl PackedCore {
 
     /// The occurrence, borrowed (to build its event in place).
     pub(crate) fn occurrence(&self) -> OccurrenceRef<'_> {
-        let [
-            kind,
-            namespace,
-            name,
-            uid,
-            api_version,
-            resource_version,
-            field_path,
-            reason,
-            message,
-        ] = self.strings.strings();
+        let [a, b, c, d, e, f, g, reason, message] = self.strings.strings();
         OccurrenceRef {
-            object: ReferenceRef {
-                kind,
-                namespace,
-                name,
-                uid,
-                api_version,
-                resource_version,
-                field_path,
-            },
+            object: ReferenceRef::from([a, b, c, d, e, f, g]),
             event_type: self.event_type,
             reason,
             message,
@@ -391,9 +340,9 @@ impl PackedV1 {
 
     /// The occurrence the call described.
     pub(crate) fn unpack(self) -> OccurrenceV1 {
-        let [a, b, c, d, e, f, g, reason, action, note] = self.strings.unpack();
+        let [a, b, c, d, e, f, g, reason, action, note] = self.strings.strings();
         OccurrenceV1::new(
-            reference_from([a, b, c, d, e, f, g]),
+            ReferenceRef::from([a, b, c, d, e, f, g]).to_reference(),
             None,
             self.event_type,
             reason,
