@@ -14,6 +14,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 
+use kevents_core::reference::ReferenceRef;
 use kevents_core::{ObjectReference, Time};
 
 /// The identity occurrences are merged on: the strings client-go's correlator keys on,
@@ -68,15 +69,7 @@ impl IdentityBuilder {
 
 /// The fields of an object reference, in a fixed order.
 pub(crate) fn reference_fields(r: &ObjectReference) -> [&str; 7] {
-    [
-        &r.kind,
-        &r.namespace,
-        &r.name,
-        &r.uid,
-        &r.api_version,
-        &r.resource_version,
-        &r.field_path,
-    ]
+    ReferenceRef::from(r).fields()
 }
 
 /// The identity fields of an events.k8s.io/v1 event (everything but names and times).

@@ -78,15 +78,18 @@ pub struct ReferenceRef<'a> {
 
 impl<'a> From<&'a ObjectReference> for ReferenceRef<'a> {
     fn from(r: &'a ObjectReference) -> Self {
-        ReferenceRef {
-            kind: &r.kind,
-            namespace: &r.namespace,
-            name: &r.name,
-            uid: &r.uid,
-            api_version: &r.api_version,
-            resource_version: &r.resource_version,
-            field_path: &r.field_path,
-        }
+        ReferenceRef::from(
+            [
+                &r.kind,
+                &r.namespace,
+                &r.name,
+                &r.uid,
+                &r.api_version,
+                &r.resource_version,
+                &r.field_path,
+            ]
+            .map(String::as_str),
+        )
     }
 }
 
@@ -116,7 +119,20 @@ impl<'a> From<[&'a str; 7]> for ReferenceRef<'a> {
     }
 }
 
-impl ReferenceRef<'_> {
+impl<'a> ReferenceRef<'a> {
+    /// The fields in declaration order (as [`ReferenceRef::from`] an array takes them).
+    pub fn fields(self) -> [&'a str; 7] {
+        [
+            self.kind,
+            self.namespace,
+            self.name,
+            self.uid,
+            self.api_version,
+            self.resource_version,
+            self.field_path,
+        ]
+    }
+
     /// An owned copy.
     pub fn to_reference(self) -> ObjectReference {
         let mut r = ObjectReference::default();
