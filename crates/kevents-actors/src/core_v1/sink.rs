@@ -15,6 +15,7 @@ use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
 use crate::budget::{Health, WriteBudget};
+use crate::event_pool::EventPool;
 use crate::message::{DeliverySlot, SharedCore};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
@@ -55,10 +56,14 @@ pub(crate) enum Learned {
 }
 
 impl Learned {
-    /// What a write of `sent` whose last request was `kind` stored, by the sink's answer.
-    fn of(kind: WriteKind, stored: Stored<Event>, sent: SharedCore) -> Learned {
+    /// What a write of `sent` whose last request was `kind` stored, by the sink's answer. A
+    /// sent event no longer needed (the server's copy is learnt from) goes to `pool`.
+    fn of(kind: WriteKind, stored: Stored<Event>, sent: SharedCore, pool: &EventPool) -> Learned {
         match stored {
-            Stored::Returned(e) => Learned::Returned(e),
+            Stored::Returned(e) => {
+                pool.give(sent.into_record());
+                Learned::Returned(e)
+            }
             Stored::AsSent => {
                 let as_sent = WriteOutcome {
                     kind,
@@ -66,7 +71,10 @@ impl Learned {
                 };
                 match as_sent.stored_event(&sent) {
                     // A CREATE whose event carried a resourceVersion: sent without it.
-                    Some(Cow::Owned(e)) => Learned::Returned(Box::new(e)),
+                    Some(Cow::Owned(e)) => {
+                        pool.give(sent.into_record());
+                        Learned::Returned(Box::new(e))
+                    }
                     _ => Learned::Sent(sent),
                 }
             }
@@ -286,7 +294,8 @@ impl KeyedWrites for SinkActor {
                             WriteKind::Recreate => "recreated",
                         },
                     );
-                    let learned = Learned::of(outcome.kind, stored, job.write.event);
+                    let pool = &self.registry.events;
+                    let learned = Learned::of(outcome.kind, stored, job.write.event, pool);
                     self.ended(key, WriteEnd::Stored(outcome.kind), Some(learned));
                 }
                 return Settle::Done;
