@@ -151,15 +151,16 @@ impl<'a> ReferenceRef<'a> {
             resource_version,
             field_path,
         } = out;
-        for (to, from) in [
-            (kind, self.kind),
-            (namespace, self.namespace),
-            (name, self.name),
-            (uid, self.uid),
-            (api_version, self.api_version),
-            (resource_version, self.resource_version),
-            (field_path, self.field_path),
-        ] {
+        let to = [
+            kind,
+            namespace,
+            name,
+            uid,
+            api_version,
+            resource_version,
+            field_path,
+        ];
+        for (to, from) in to.into_iter().zip(self.fields()) {
             to.clear();
             to.push_str(from);
         }

@@ -322,12 +322,12 @@ mod fast_realtime {
     use super::{Time, realtime_now};
 
     /// Age after which a thread's anchor is taken again.
-    pub(super) const REANCHOR_NANOS: u64 = 1_000_000;
+    const REANCHOR_NANOS: u64 = 1_000_000;
     /// Largest counter progress around the real clock's reading for an anchor to be kept.
-    pub(super) const ANCHOR_SLACK_NANOS: u64 = 2_000;
+    const ANCHOR_SLACK_NANOS: u64 = 2_000;
 
     /// The calibrated counter (calibrated once per process, on first use).
-    pub(super) fn counter() -> &'static quanta::Clock {
+    fn counter() -> &'static quanta::Clock {
         static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
         CLOCK.get_or_init(quanta::Clock::new)
     }

@@ -59,26 +59,16 @@ impl Learned {
     /// What a write of `sent` whose last request was `kind` stored, by the sink's answer. A
     /// sent event no longer needed (the server's copy is learnt from) goes to `pool`.
     fn of(kind: WriteKind, stored: Stored<Event>, sent: SharedCore, pool: &EventPool) -> Learned {
-        match stored {
-            Stored::Returned(e) => {
-                pool.give(sent.into_record());
-                Learned::Returned(e)
-            }
-            Stored::AsSent => {
-                let as_sent = WriteOutcome {
-                    kind,
-                    result: Ok(Stored::AsSent),
-                };
-                match as_sent.stored_event(&sent) {
-                    // A CREATE whose event carried a resourceVersion: sent without it.
-                    Some(Cow::Owned(e)) => {
-                        pool.give(sent.into_record());
-                        Learned::Returned(Box::new(e))
-                    }
-                    _ => Learned::Sent(sent),
-                }
-            }
-        }
+        let learned = match stored {
+            Stored::Returned(e) => Learned::Returned(e),
+            // A copy only for a CREATE whose event carried a resourceVersion.
+            Stored::AsSent => match Stored::AsSent.event(&sent, kind) {
+                Cow::Owned(e) => Learned::Returned(Box::new(e)),
+                Cow::Borrowed(_) => return Learned::Sent(sent),
+            },
+        };
+        pool.give(sent.into_record());
+        learned
     }
 }
 

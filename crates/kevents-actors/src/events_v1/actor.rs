@@ -202,13 +202,15 @@ impl KeyedWrites for SeriesActor {
         out: Result<V1WriteOutcome, Panicked>,
         _: &mut Context<Self>,
     ) -> Settle {
-        let Some(job) = self.writer.head_mut(key) else {
-            return Settle::Done;
-        };
-        let attempt = job.attempts;
         let health = match &out {
             Ok(o) => Health::of(&o.result),
             Err(_) => Health::Failed,
+        };
+        let Some(attempt) = self.writer.observed(key, health) else {
+            return Settle::Done;
+        };
+        let Some(job) = self.writer.head_mut(key) else {
+            return Settle::Done;
         };
         let out = out.unwrap_or_else(|_| V1WriteOutcome {
             sent: job.write.clone(),
@@ -218,10 +220,6 @@ impl KeyedWrites for SeriesActor {
             recreated: false,
             step: Step::Retry,
         });
-        self.writer.observed(key, health);
-        let Some(job) = self.writer.head_mut(key) else {
-            return Settle::Done;
-        };
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
         let c = &mut self.counts;

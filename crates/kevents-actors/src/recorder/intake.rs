@@ -23,26 +23,8 @@ use crate::telemetry::Refusal;
 /// How many occurrences the recorder actor takes from the intake at once.
 pub(crate) const BATCH: usize = 256;
 
-/// The receiving end, owned by the Recorder actor.
-pub(crate) struct IntakeRx(Receiver<Item>);
-
-impl IntakeRx {
-    /// The oldest batch of at most [`BATCH`] items, waiting while the intake is empty;
-    /// `None` once it is closed (by [`IntakeRx::close`], or by the pipeline dropping its
-    /// intake) and empty.
-    pub(crate) async fn recv(&mut self) -> Option<Vec<Item>> {
-        self.0.take().await
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Refuses later sends; what is queued stays readable.
-    pub(crate) fn close(&mut self) {
-        self.0.close();
-    }
-}
+/// The receiving end, owned by the Recorder actor: batches of at most [`BATCH`] items.
+pub(crate) type IntakeRx = Receiver<Item>;
 
 /// The sending side every handle of one pipeline shares.
 pub(crate) struct Intake {
@@ -108,7 +90,6 @@ impl Intake {
             IntakePolicy::Unbounded => (None, None),
         };
         let (queue, rx) = IntakeQueue::new(capacity, BATCH);
-        let rx = IntakeRx(rx);
         let shared = IntakeShared {
             bytes: bytes.clone(),
             overflow: overflow.clone(),

@@ -33,7 +33,7 @@ pub(crate) struct IntakeQueue<T> {
     state: Mutex<State<T>>,
     /// At most this many items held (`None`: unbounded).
     capacity: Option<usize>,
-    /// Items per chunk: the most one [`Receiver::take`] returns.
+    /// Items per chunk: the most one [`Receiver::recv`] returns.
     chunk: usize,
     /// Pushers waiting for room in a bounded queue; notified whenever a chunk is taken and
     /// when the queue closes.
@@ -127,7 +127,7 @@ impl<T> IntakeQueue<T> {
     }
 
     /// Refuses every later push; what is queued stays to be taken, after which
-    /// [`Receiver::take`] returns `None`.
+    /// [`Receiver::recv`] returns `None`.
     pub(crate) fn close(&self) {
         let waiting = {
             let mut st = self.lock();
@@ -157,7 +157,7 @@ impl<T> Receiver<T> {
     /// The oldest chunk of items (at most the queue's chunk size, in push order), waiting
     /// while there is none; `None` once the queue is closed and empty. Cancel-safe: nothing
     /// is taken unless the future completes.
-    pub(crate) async fn take(&mut self) -> Option<Vec<T>> {
+    pub(crate) async fn recv(&mut self) -> Option<Vec<T>> {
         let queue = &*self.queue;
         let batch = poll_fn(|cx| {
             let mut st = queue.lock();
@@ -206,14 +206,14 @@ mod tests {
         for i in 0..10 {
             assert!(q.try_push(i).is_ok());
         }
-        assert_eq!(rx.take().await, Some(vec![0, 1, 2, 3]));
-        assert_eq!(rx.take().await, Some(vec![4, 5, 6, 7]));
+        assert_eq!(rx.recv().await, Some(vec![0, 1, 2, 3]));
+        assert_eq!(rx.recv().await, Some(vec![4, 5, 6, 7]));
         assert!(!rx.is_empty());
         // The open chunk, not yet full.
-        assert_eq!(rx.take().await, Some(vec![8, 9]));
+        assert_eq!(rx.recv().await, Some(vec![8, 9]));
         assert!(rx.is_empty());
         assert!(q.try_push(10).is_ok());
-        assert_eq!(rx.take().await, Some(vec![10]));
+        assert_eq!(rx.recv().await, Some(vec![10]));
     }
 
     #[tokio::test]
@@ -222,7 +222,7 @@ mod tests {
         assert!(q.try_push(1).is_ok());
         assert!(q.try_push(2).is_ok());
         assert!(matches!(q.try_push(3), Err(PushError::Full(3))));
-        assert_eq!(rx.take().await, Some(vec![1, 2]));
+        assert_eq!(rx.recv().await, Some(vec![1, 2]));
         assert!(q.try_push(3).is_ok());
         assert!(q.try_push(4).is_ok());
         assert!(matches!(q.try_push(5), Err(PushError::Full(5))));
@@ -235,8 +235,8 @@ mod tests {
         rx.close();
         assert!(matches!(q.try_push(2), Err(PushError::Closed(2))));
         assert_eq!(q.push(3).await, Err(3));
-        assert_eq!(rx.take().await, Some(vec![1]));
-        assert_eq!(rx.take().await, None);
+        assert_eq!(rx.recv().await, Some(vec![1]));
+        assert_eq!(rx.recv().await, None);
     }
 
     #[tokio::test]
@@ -255,7 +255,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             assert!(q.try_push(7).is_ok());
         });
-        let got = tokio::time::timeout(Duration::from_secs(10), rx.take())
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
             .expect("the push woke the receiver");
         assert_eq!(got, Some(vec![7]));
@@ -269,7 +269,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             q.close();
         });
-        let got = tokio::time::timeout(Duration::from_secs(10), rx.take()).await;
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
         assert_eq!(got.expect("close woke the receiver"), None);
         t.join().expect("closer");
     }
@@ -282,7 +282,7 @@ mod tests {
         let waiting = tokio::spawn(async move { pusher.push(1).await });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "no room yet");
-        assert_eq!(rx.take().await, Some(vec![0]));
+        assert_eq!(rx.recv().await, Some(vec![0]));
         let pushed = tokio::time::timeout(Duration::from_secs(10), waiting).await;
         assert_eq!(pushed.expect("woken").expect("task"), Ok(()));
 
@@ -319,7 +319,7 @@ mod tests {
         let mut got = Vec::new();
         rt.block_on(async {
             while got.len() < 40_000 {
-                let batch = rx.take().await.expect("open");
+                let batch = rx.recv().await.expect("open");
                 assert!((1..=16).contains(&batch.len()));
                 got.extend(batch);
             }
@@ -390,7 +390,7 @@ mod tests {
                                 prop_assert!(rx.is_empty());
                                 continue;
                             }
-                            let batch = rt.block_on(rx.take());
+                            let batch = rt.block_on(rx.recv());
                             if model.is_empty() {
                                 prop_assert_eq!(batch, None);
                             } else {

@@ -187,7 +187,7 @@ impl<W> KeyedWriter<W> {
     /// the key's next write becomes ready. Returns the job (the write and its span).
     pub(crate) fn finish(&mut self, key: &Key) -> Option<Job<W>> {
         let q = self.keys.get_mut(key)?;
-        let job = q.jobs.pop_front()?;
+        let mut job = q.jobs.pop_front()?;
         if q.active {
             q.active = false;
             self.active = self.active.saturating_sub(1);
@@ -198,7 +198,6 @@ impl<W> KeyedWriter<W> {
         } else {
             self.ready.push_back(Arc::clone(key));
         }
-        let mut job = job;
         if let Some(slot) = job.slot.take() {
             self.released.push(slot);
         }

@@ -140,32 +140,42 @@ impl EventFactory {
             message,
             annotations,
         } = occ;
-        let name = match self.naming {
-            Naming::UuidFallback => name::generate_event_name(&object.name, now),
-            Naming::Legacy => name::event_name(&object.name, now),
-        };
-        let namespace = if object.namespace.is_empty() {
-            "default".to_owned()
-        } else {
-            object.namespace.clone()
-        };
         let mut e = Event::default();
-        e.metadata.name = name;
-        e.metadata.namespace = namespace;
+        self.stamp(&mut e, now, &object.name, &object.namespace);
         e.metadata.annotations = annotations;
         e.involved_object = object;
         e.reason = reason;
         e.message = message;
-        e.source = self.source.clone();
+        e.type_ = event_type;
+        Ok(e)
+    }
+
+    /// What `make` and `make_into` both set on a new or reset event, from the factory, the
+    /// instant and the object: the name, the namespace (`default` for a cluster-scoped
+    /// object), the source, both timestamps, `count = 1` and the reporting fields. Into the
+    /// event's own buffers.
+    fn stamp(&self, e: &mut Event, now: Time, object_name: &str, object_namespace: &str) {
+        match self.naming {
+            Naming::UuidFallback => {
+                name::push_generated_event_name(&mut e.metadata.name, object_name, now)
+            }
+            Naming::Legacy => name::push_event_name(&mut e.metadata.name, object_name, now),
+        }
+        e.metadata
+            .namespace
+            .push_str(if object_namespace.is_empty() {
+                "default"
+            } else {
+                object_namespace
+            });
+        e.source.clone_from(&self.source);
         e.first_timestamp = Some(now);
         e.last_timestamp = Some(now);
         e.count = 1;
-        e.type_ = event_type;
         if self.reporting_fields {
-            e.reporting_component = self.source.component.clone();
-            e.reporting_instance = self.source.host.clone();
+            e.reporting_component.clone_from(&self.source.component);
+            e.reporting_instance.clone_from(&self.source.host);
         }
-        Ok(e)
     }
 }
 
@@ -200,33 +210,11 @@ impl EventFactory {
         // A typed type and no annotations: the namespace is `validate`'s only check.
         validate_namespace(occ.object.namespace)?;
         event.reset();
-        let e = event;
-        match self.naming {
-            Naming::UuidFallback => {
-                name::push_generated_event_name(&mut e.metadata.name, occ.object.name, now)
-            }
-            Naming::Legacy => name::push_event_name(&mut e.metadata.name, occ.object.name, now),
-        }
-        e.metadata
-            .namespace
-            .push_str(if occ.object.namespace.is_empty() {
-                "default"
-            } else {
-                occ.object.namespace
-            });
-        occ.object.copy_to(&mut e.involved_object);
-        e.reason.push_str(occ.reason);
-        e.message.push_str(occ.message);
-        e.source.component.push_str(&self.source.component);
-        e.source.host.push_str(&self.source.host);
-        e.first_timestamp = Some(now);
-        e.last_timestamp = Some(now);
-        e.count = 1;
-        e.type_.push_str(occ.event_type.as_str());
-        if self.reporting_fields {
-            e.reporting_component.push_str(&self.source.component);
-            e.reporting_instance.push_str(&self.source.host);
-        }
+        self.stamp(event, now, occ.object.name, occ.object.namespace);
+        occ.object.copy_to(&mut event.involved_object);
+        event.reason.push_str(occ.reason);
+        event.message.push_str(occ.message);
+        event.type_.push_str(occ.event_type.as_str());
         Ok(())
     }
 }

@@ -50,11 +50,9 @@ pub struct WriteOutcome {
 }
 
 impl WriteOutcome {
-    /// The event the write stored, to learn back (`Correlator::update_state`): the server's
-    /// copy, or for a sink that answered [`Stored::AsSent`], `sent` (the event the write was
-    /// made with) as the last request sent it: a CREATE without its resourceVersion, as
-    /// client-go learns from a sink that returns its argument. Copied only in that case, and
-    /// only when `sent` has a resourceVersion. `None` when the write failed.
+    /// The event the write stored, to learn back (`Correlator::update_state`):
+    /// [`Stored::event`] of the answer and `sent` (the event the write was made with), or
+    /// `None` when the write failed.
     ///
     /// ```
     /// use kevents_core::{Event, Stored, WriteKind, WriteOutcome};
@@ -66,19 +64,7 @@ impl WriteOutcome {
     /// assert_eq!(recreated.stored_event(&sent).unwrap().metadata.resource_version, "");
     /// ```
     pub fn stored_event<'a>(&'a self, sent: &'a Event) -> Option<Cow<'a, Event>> {
-        match self.result.as_ref().ok()? {
-            Stored::Returned(e) => Some(Cow::Borrowed(e)),
-            Stored::AsSent
-                if self.kind == WriteKind::Patch || sent.metadata.resource_version.is_empty() =>
-            {
-                Some(Cow::Borrowed(sent))
-            }
-            Stored::AsSent => {
-                let mut e = sent.clone();
-                e.metadata.resource_version.clear();
-                Some(Cow::Owned(e))
-            }
-        }
+        Some(self.result.as_ref().ok()?.event(sent, self.kind))
     }
 }
 
