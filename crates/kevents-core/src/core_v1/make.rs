@@ -168,7 +168,9 @@ impl EventFactory {
             } else {
                 object_namespace
             });
-        e.source.clone_from(&self.source);
+        // Field by field: a derived `clone_from` would allocate new strings.
+        e.source.component.clone_from(&self.source.component);
+        e.source.host.clone_from(&self.source.host);
         e.first_timestamp = Some(now);
         e.last_timestamp = Some(now);
         e.count = 1;
