@@ -62,44 +62,6 @@ impl<E> Stored<E> {
     }
 }
 
-impl Stored<crate::core_v1::Event> {
-    /// The core/v1 event a write stored, to learn back: the server's copy, or for
-    /// [`Stored::AsSent`] `sent` (the event the write was made with) as the last request,
-    /// of `kind`, sent it: a CREATE without its resourceVersion, as client-go learns from a
-    /// sink that returns its argument. Copied only in that case, and only when `sent` has a
-    /// resourceVersion.
-    ///
-    /// ```
-    /// use kevents_core::{Event, Stored, WriteKind};
-    /// let mut sent = Event::default();
-    /// sent.metadata.resource_version = "9".into();
-    /// let as_sent = Stored::AsSent;
-    /// assert_eq!(as_sent.event(&sent, WriteKind::Patch).metadata.resource_version, "9");
-    /// assert_eq!(as_sent.event(&sent, WriteKind::Recreate).metadata.resource_version, "");
-    /// ```
-    pub fn event<'a>(
-        &'a self,
-        sent: &'a crate::core_v1::Event,
-        kind: crate::core_v1::WriteKind,
-    ) -> std::borrow::Cow<'a, crate::core_v1::Event> {
-        use std::borrow::Cow;
-        match self {
-            Stored::Returned(e) => Cow::Borrowed(e),
-            Stored::AsSent
-                if kind == crate::core_v1::WriteKind::Patch
-                    || sent.metadata.resource_version.is_empty() =>
-            {
-                Cow::Borrowed(sent)
-            }
-            Stored::AsSent => {
-                let mut e = sent.clone();
-                e.metadata.resource_version.clear();
-                Cow::Owned(e)
-            }
-        }
-    }
-}
-
 impl<E> From<E> for Stored<E> {
     fn from(e: E) -> Self {
         Stored::Returned(Box::new(e))

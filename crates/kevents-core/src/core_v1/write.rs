@@ -49,6 +49,39 @@ pub struct WriteOutcome {
     pub result: Result<Stored<Event>, SinkError>,
 }
 
+// Here, not in `stored.rs`: the rule is core/v1's (a CREATE without its resourceVersion).
+impl Stored<Event> {
+    /// The core/v1 event a write stored, to learn back: the server's copy, or for
+    /// [`Stored::AsSent`] `sent` (the event the write was made with) as the last request,
+    /// of `kind`, sent it: a CREATE without its resourceVersion, as client-go learns from a
+    /// sink that returns its argument. Copied only in that case, and only when `sent` has a
+    /// resourceVersion.
+    ///
+    /// ```
+    /// use kevents_core::{Event, Stored, WriteKind};
+    /// let mut sent = Event::default();
+    /// sent.metadata.resource_version = "9".into();
+    /// let as_sent = Stored::AsSent;
+    /// assert_eq!(as_sent.event(&sent, WriteKind::Patch).metadata.resource_version, "9");
+    /// assert_eq!(as_sent.event(&sent, WriteKind::Recreate).metadata.resource_version, "");
+    /// ```
+    pub fn event<'a>(&'a self, sent: &'a Event, kind: WriteKind) -> Cow<'a, Event> {
+        match self {
+            Stored::Returned(e) => Cow::Borrowed(e),
+            Stored::AsSent
+                if kind == WriteKind::Patch || sent.metadata.resource_version.is_empty() =>
+            {
+                Cow::Borrowed(sent)
+            }
+            Stored::AsSent => {
+                let mut e = sent.clone();
+                e.metadata.resource_version.clear();
+                Cow::Owned(e)
+            }
+        }
+    }
+}
+
 impl WriteOutcome {
     /// The event the write stored, to learn back (`Correlator::update_state`):
     /// [`Stored::event`] of the answer and `sent` (the event the write was made with), or
