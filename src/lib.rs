@@ -44,7 +44,8 @@ pub use kevents_core::core_v1;
 pub use kevents_core::events_v1;
 pub use kevents_core::{
     Clock, Event, EventFactory, EventSink, EventSource, EventType, InvalidEvent, ObjectReference,
-    Occurrence, Reference, ReferenceError, SinkError, Stored, SystemClock, Time, VirtualClock,
+    Occurrence, Reference, ReferenceError, ReferenceRef, SinkError, Stored, SystemClock, Time,
+    VirtualClock,
 };
 
 /// The in-memory apiserver (for tests and demos).

@@ -12,7 +12,8 @@ use common::*;
 use kevents_actors::{IntakePolicy, Pipeline, SinkOptions, WatcherPolicy};
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::{
-    EventSource, EventType, ObjectReference, Occurrence, SharedClock, Time, VirtualClock,
+    EventSource, EventType, ObjectReference, Occurrence, ReferenceRef, SharedClock, Time,
+    VirtualClock,
 };
 use kevents_sim::MemoryApiServer;
 
@@ -175,8 +176,20 @@ async fn batched_and_single_watchers_account_exactly() {
     assert_eq!(seqs, (0..n).collect::<Vec<_>>());
 }
 
-/// `Recorder::event` on an `ObjectReference` (packed at the call) and `Recorder::emit` of
-/// the same occurrence (the general path) produce identical events.
+/// How a test records its occurrence.
+#[derive(Clone, Copy)]
+enum Path {
+    /// `Recorder::event` on an `ObjectReference`: packed at the call.
+    Packed,
+    /// `Recorder::event` on a `ReferenceRef` (borrowed fields, as a k8s-openapi object
+    /// lends them): packed at the call, nothing copied before.
+    Borrowed,
+    /// `Recorder::emit` of the occurrence: the general path.
+    General,
+}
+
+/// `Recorder::event` on an `ObjectReference` and on borrowed fields (both packed at the call)
+/// and `Recorder::emit` of the same occurrence (the general path) produce identical events.
 #[actix_rt::test]
 async fn packed_event_path_builds_the_same_event() {
     let at = Time::parse_rfc3339("2021-01-01T00:02:25Z").unwrap();
@@ -184,7 +197,7 @@ async fn packed_event_path_builds_the_same_event() {
     object.uid = "u-1".into();
     object.resource_version = "42".into();
     object.field_path = "spec.template".into();
-    let run = |packed: bool| {
+    let run = |path: Path| {
         let object = object.clone();
         async move {
             let api = MemoryApiServer::new();
@@ -194,26 +207,27 @@ async fn packed_event_path_builds_the_same_event() {
                 .sink("api", api.clone(), no_spam(WatcherPolicy::default()))
                 .start();
             let r = p.recorder();
-            if packed {
-                r.event(&object, EventType::Warning, "Scaled", "scaled to 3 ünïcode")
-                    .unwrap();
-            } else {
-                r.emit(Occurrence::new(
-                    object,
-                    EventType::Warning,
-                    "Scaled",
-                    "scaled to 3 ünïcode",
-                ))
-                .unwrap();
+            let (reason, message) = ("Scaled", "scaled to 3 ünïcode");
+            match path {
+                Path::Packed => r.event(&object, EventType::Warning, reason, message),
+                Path::Borrowed => {
+                    let fields = ReferenceRef::from(&object);
+                    r.event(&fields, EventType::Warning, reason, message)
+                }
+                Path::General => {
+                    r.emit(Occurrence::new(object, EventType::Warning, reason, message))
+                }
             }
+            .unwrap();
             assert!(p.shutdown(Duration::from_secs(10)).await.completed);
             api.list()
         }
     };
-    let packed = run(true).await;
-    let general = run(false).await;
+    let packed = run(Path::Packed).await;
+    let general = run(Path::General).await;
     assert_eq!(packed.len(), 1);
     assert_eq!(packed, general);
+    assert_eq!(run(Path::Borrowed).await, general);
     let e = &packed[0];
     assert_eq!(e.involved_object, object);
     assert_eq!(

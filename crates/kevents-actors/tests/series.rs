@@ -640,3 +640,44 @@ async fn d20_eventf_fields_through_the_pipeline() {
         ("c1", "i1")
     );
 }
+
+/// `event_v1_note` on an `ObjectReference` and on borrowed fields (both checked and packed
+/// at the call, built by the broadcaster) and `event_v1` of the same occurrence (built at
+/// the call) store identical events.
+#[actix_rt::test]
+async fn packed_v1_paths_store_the_same_event() {
+    let mut stored = Vec::new();
+    for path in 0..3 {
+        let api = MemoryApiServer::new();
+        let p = Pipeline::builder(EventSource::new("eventTest", "host"))
+            .clock(Arc::new(VirtualClock::new(t0())))
+            .events_v1(EventsV1Config::new(reporter()))
+            .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+            .start();
+        let r = p.recorder();
+        let pod = pod().with_resource_version("7");
+        let (reason, action, note) = ("BackOff", "Restart", "crash ünïcode");
+        match path {
+            0 => r.event_v1_note(&pod, None, EventType::Warning, reason, action, note),
+            1 => {
+                let fields = kevents_core::ReferenceRef::from(&pod);
+                r.event_v1_note(&fields, None, EventType::Warning, reason, action, note)
+            }
+            _ => r.event_v1(OccurrenceV1::new(
+                pod,
+                None,
+                EventType::Warning,
+                reason,
+                action,
+                note,
+            )),
+        }
+        .unwrap();
+        assert!(p.shutdown(Duration::from_secs(5)).await.completed);
+        stored.push(only_event(&api));
+    }
+    assert_eq!(stored[0].regarding, pod().with_resource_version("7"));
+    assert_eq!(stored[0].note, "crash ünïcode");
+    assert_eq!(stored[0], stored[1]);
+    assert_eq!(stored[1], stored[2]);
+}

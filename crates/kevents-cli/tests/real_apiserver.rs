@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kevents_actors::{
     IntakePolicy, Pipeline, RetryPolicy, SinkOptions, SinkSnapshot, WatcherPolicy,
 };
@@ -265,13 +266,26 @@ fn pipeline_run() {
         );
         let p = pipeline(&admin, 16);
         let object = ObjectReference::new("v1", "ConfigMap", "default", &cm).with_uid(uid.trim());
-        for _ in 0..5 {
-            p.recorder()
-                .event(&object, EventType::Warning, "Synced", "hello")
-                .unwrap();
+        // The same object as a k8s-openapi ConfigMap, as a controller holds it: recorded from
+        // its borrowed metadata (`Reference::reference_ref`), it is the same series.
+        let mut typed = ConfigMap::default();
+        typed.metadata.name = Some(cm.clone());
+        typed.metadata.namespace = Some("default".into());
+        typed.metadata.uid = Some(uid.trim().to_owned());
+        for i in 0..5 {
+            let r = p.recorder();
+            let sent = if i % 2 == 0 {
+                r.event(&typed, EventType::Warning, "Synced", "hello")
+            } else {
+                r.event(&object, EventType::Warning, "Synced", "hello")
+            };
+            sent.unwrap();
         }
         let s = settle(&p).await;
         assert_eq!((s.created, s.patched), (1, 4), "{s:?}");
+        let stored = stored_for(&admin, "default", &cm).await;
+        assert_eq!(stored.len(), 1, "{stored:?}");
+        assert_eq!(stored[0].involved_object, object);
         p.shutdown(Duration::from_secs(10)).await;
         let described = kubectl(
             &server.admin_kubeconfig,

@@ -47,7 +47,7 @@ pub use core_v1::{
     Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,
 };
 pub use meta::ObjectMeta;
-pub use reference::{ObjectReference, Reference, ReferenceError};
+pub use reference::{ObjectReference, Reference, ReferenceError, ReferenceRef};
 pub use status::{Disposition, SinkError, Status};
 pub use stored::Stored;
 pub use time::{Clock, IntervalClock, SharedClock, SystemClock, Time, VirtualClock};

@@ -125,7 +125,7 @@ mod tests {
         let r = ObjectReference::new("v1", "Pod", "ns", pod);
         Item::Packed(
             Time::from_unix_nanos(at),
-            PackedCore::new(&r, EventType::Normal, reason, "m").unwrap(),
+            PackedCore::new((&r).into(), EventType::Normal, reason, "m").unwrap(),
         )
     }
 
@@ -163,7 +163,13 @@ mod tests {
         let r = ObjectReference::new("v1", "Pod", "bench", "pod-123").with_uid("uid-123");
         let it = Item::Packed(
             Time::from_unix_nanos(1),
-            PackedCore::new(&r, EventType::Normal, "Reason3", "message variant 2").unwrap(),
+            PackedCore::new(
+                (&r).into(),
+                EventType::Normal,
+                "Reason3",
+                "message variant 2",
+            )
+            .unwrap(),
         );
         let _ = o.merge(it);
         let cost = o.lock().overflow.bytes();
@@ -178,7 +184,7 @@ mod tests {
         for m in ["one", "two", "one"] {
             let _ = o.merge(Item::Packed(
                 Time::from_unix_nanos(1),
-                PackedCore::new(&r, EventType::Normal, "R", m).unwrap(),
+                PackedCore::new((&r).into(), EventType::Normal, "R", m).unwrap(),
             ));
         }
         assert_eq!(

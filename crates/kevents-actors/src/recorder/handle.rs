@@ -183,7 +183,7 @@ impl Recorder {
     ) -> Result<Emit, RecordError> {
         if let Backend::Intake(p) = &self.backend
             && related.is_none()
-            && let Some(r) = regarding.as_object_reference()
+            && let Some(r) = regarding.reference_ref()
             && let Some(res) = p.submit_v1_packed(r, event_type, reason, action, note)
         {
             return res;
@@ -207,7 +207,7 @@ impl Recorder {
         message: &str,
     ) -> Result<Emit, RecordError> {
         if let Backend::Intake(p) = &self.backend
-            && let Some(r) = object.as_object_reference()
+            && let Some(r) = object.reference_ref()
             && let Some(res) = p.submit_packed(r, event_type, reason, message)
         {
             return res;

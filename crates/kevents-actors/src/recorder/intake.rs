@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use kevents_core::core_v1::{validate, validate_namespace};
 use kevents_core::events_v1::{OccurrenceV1, OccurrenceV1Ref, Route, from_core_occurrence};
-use kevents_core::{EventType, ObjectReference, Occurrence, SharedClock, Time};
+use kevents_core::{EventType, ObjectReference, Occurrence, ReferenceRef, SharedClock, Time};
 
 use super::coalesce::{IntakeOverflow, Spilled};
 use super::events_v1::V1Intake;
@@ -195,12 +195,12 @@ impl Intake {
     /// of one per field (`None`: take the general path).
     pub(crate) fn submit_packed(
         &self,
-        r: &ObjectReference,
+        r: ReferenceRef<'_>,
         event_type: EventType,
         reason: &str,
         message: &str,
     ) -> Option<Result<Emit, RecordError>> {
-        self.submit_plain(Some(&r.namespace), |at| {
+        self.submit_plain(Some(r.namespace), |at| {
             Some(Item::Packed(
                 at,
                 PackedCore::new(r, event_type, reason, message)?,
@@ -260,7 +260,7 @@ impl Intake {
     /// take the general path).
     pub(crate) fn submit_v1_packed(
         &self,
-        regarding: &ObjectReference,
+        regarding: ReferenceRef<'_>,
         event_type: EventType,
         reason: &str,
         action: &str,

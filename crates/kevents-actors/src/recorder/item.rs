@@ -256,12 +256,12 @@ pub(crate) struct PackedCore {
 impl PackedCore {
     /// `None` if the strings do not fit the offsets (over 64 KiB; the general path takes them).
     pub(crate) fn new(
-        r: &ObjectReference,
+        r: ReferenceRef<'_>,
         event_type: EventType,
         reason: &str,
         message: &str,
     ) -> Option<Self> {
-        let [a, b, c, d, e, f, g] = reference_fields(r);
+        let [a, b, c, d, e, f, g] = r.fields();
         Some(PackedCore {
             strings: Packed::new([a, b, c, d, e, f, g, reason, message])?,
             event_type,
@@ -325,13 +325,13 @@ pub(crate) struct PackedV1 {
 impl PackedV1 {
     /// `None` if the strings do not fit the offsets (the general path takes it).
     pub(crate) fn new(
-        regarding: &ObjectReference,
+        regarding: ReferenceRef<'_>,
         event_type: EventType,
         reason: &str,
         action: &str,
         note: &str,
     ) -> Option<Self> {
-        let [a, b, c, d, e, f, g] = reference_fields(regarding);
+        let [a, b, c, d, e, f, g] = regarding.fields();
         Some(PackedV1 {
             strings: Packed::new([a, b, c, d, e, f, g, reason, action, note])?,
             event_type,
@@ -449,7 +449,7 @@ mod tests {
         let packed = || {
             Item::Packed(
                 at,
-                PackedCore::new(&r, EventType::Warning, "BackOff", "restarting").unwrap(),
+                PackedCore::new((&r).into(), EventType::Warning, "BackOff", "restarting").unwrap(),
             )
         };
         assert_eq!(bound().identity(), packed().identity());
@@ -483,7 +483,7 @@ mod tests {
         let packed = || {
             Item::Packed(
                 at,
-                PackedCore::new(&r, EventType::Warning, "BackOff", "restarting").unwrap(),
+                PackedCore::new((&r).into(), EventType::Warning, "BackOff", "restarting").unwrap(),
             )
         };
         let fresh = build(&factories, packed(), &Registry::new()).unwrap();
@@ -527,20 +527,20 @@ mod tests {
         let r = reference();
         let fixed: usize = reference_fields(&r).iter().map(|f| f.len()).sum::<usize>() + 1;
         let at_bound = "m".repeat(65_535 - fixed);
-        let p = PackedCore::new(&r, EventType::Normal, "R", &at_bound).expect("fits");
+        let p = PackedCore::new((&r).into(), EventType::Normal, "R", &at_bound).expect("fits");
         let occ = p.occurrence();
         assert_eq!(occ.object, ReferenceRef::from(&r));
         assert_eq!((occ.reason, occ.message.len()), ("R", at_bound.len()));
         let over = "m".repeat(65_536 - fixed);
-        assert!(PackedCore::new(&r, EventType::Normal, "R", &over).is_none());
+        assert!(PackedCore::new((&r).into(), EventType::Normal, "R", &over).is_none());
         let object = Arc::new(r.clone());
         assert!(BoundCore::new(&object, EventType::Normal, "R", &over).is_some());
         assert!(BoundCore::new(&object, EventType::Normal, "R", &"m".repeat(65_535)).is_none());
-        assert!(PackedV1::new(&r, EventType::Normal, "R", "A", &over).is_none());
+        assert!(PackedV1::new((&r).into(), EventType::Normal, "R", "A", &over).is_none());
         // Empty strings between non-empty ones keep their places.
         let mut sparse = ObjectReference::new("", "Pod", "", "n");
         sparse.field_path = "f".into();
-        let p = PackedCore::new(&sparse, EventType::Warning, "", "m").unwrap();
+        let p = PackedCore::new((&sparse).into(), EventType::Warning, "", "m").unwrap();
         let occ = p.occurrence();
         assert_eq!(
             (occ.object, occ.reason, occ.message),

@@ -10,7 +10,7 @@ use super::validate::{
 };
 use crate::core_v1::{EventType, Naming};
 use crate::name;
-use crate::reference::{ObjectReference, Reference};
+use crate::reference::{ObjectReference, Reference, ReferenceRef};
 use crate::time::Time;
 
 /// Who reports events: `reportingController` and `reportingInstance`.
@@ -205,7 +205,7 @@ macro_rules! occurrence_v1 {
 #[derive(Debug, Clone, Copy)]
 pub struct OccurrenceV1Ref<'a> {
     /// The object acted upon.
-    pub regarding: &'a ObjectReference,
+    pub regarding: ReferenceRef<'a>,
     /// `Normal` or `Warning` (checked).
     pub event_type: &'a str,
     /// Why.
@@ -278,7 +278,7 @@ impl EventFactoryV1 {
         self.check_ref(
             now,
             OccurrenceV1Ref {
-                regarding: &occ.regarding,
+                regarding: ReferenceRef::from(&occ.regarding),
                 event_type: &occ.event_type,
                 reason: &occ.reason,
                 action: &occ.action,
@@ -292,7 +292,7 @@ impl EventFactoryV1 {
     /// no check reads).
     pub fn check_ref(&self, now: Time, occ: OccurrenceV1Ref<'_>) -> Result<(), InvalidEventV1> {
         let note_len = self.note_policy.applied_len(occ.note)?;
-        let object = &occ.regarding.name;
+        let object = occ.regarding.name;
         let name_ok = match self.naming {
             // Falls back to a UUID, always a valid name.
             Naming::UuidFallback => true,
@@ -304,7 +304,7 @@ impl EventFactoryV1 {
         let ns = if occ.regarding.namespace.is_empty() {
             self.cluster_scoped_namespace.as_str()
         } else {
-            occ.regarding.namespace.as_str()
+            occ.regarding.namespace
         };
         if !name::is_dns1123_label(ns) {
             return Err(InvalidEventV1::Namespace(ns.to_owned()));
