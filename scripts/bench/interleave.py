@@ -9,7 +9,7 @@ reported.
   python3 scripts/bench/interleave.py --oracle /path/to/evoracle \\
       [--kevents target/release/kevents] [--pairs 5] [--workload hot|wide] \\
       [--what correlator|pipeline|emit] [--policy drop|backpressure|coalesce] \\
-      [--emit-source emit|pipeline] [--emit-figure with-args|call|bound|pod] \\
+      [--emit-source emit|pipeline] [--emit-figure with-args|call|bound|pod|eventf] \\
       [--kevents-args "--sink-thread false"]
 
 Prints one JSON line per pair and a summary line with the medians.
@@ -21,7 +21,9 @@ emit`'s `core_emit_with_args_ns` (the same strings built the same way inside the
 then `Recorder::event`; the default); `--emit-figure call` takes `core_emit_ns` (the call
 alone, arguments built beforehand), `--emit-figure bound` `bound_emit_ns` (the call on an
 `ObjectRecorder` bound to the object beforehand), `--emit-figure pod` `pod_emit_ns` (the call
-on a k8s-openapi `Pod` built beforehand, as a kube-rs controller holds its objects), and `--emit-source pipeline` the emit figure of `kevents
+on a k8s-openapi `Pod` built beforehand, as a kube-rs controller holds its objects),
+`--emit-figure eventf` `eventf_emit_ns` (`eventf!` formatting its message, as client-go's
+`Eventf`), and `--emit-source pipeline` the emit figure of `kevents
 bench pipeline` (the call alone, during the pipeline benchmark).
 """
 import argparse, json, shlex, statistics, subprocess, sys
@@ -49,7 +51,7 @@ def main():
     ap.add_argument("--what", default="correlator", choices=["correlator", "pipeline", "emit"])
     ap.add_argument("--policy", default="backpressure", choices=["drop", "backpressure", "coalesce"])
     ap.add_argument("--emit-source", default="emit", choices=["emit", "pipeline"])
-    ap.add_argument("--emit-figure", default="with-args", choices=["with-args", "call", "bound", "pod"])
+    ap.add_argument("--emit-figure", default="with-args", choices=["with-args", "call", "bound", "pod", "eventf"])
     ap.add_argument("--kevents-args", default="",
                     help="more arguments for the kevents bench command, e.g. \"--sink-thread false\"")
     a = ap.parse_args()
@@ -71,7 +73,8 @@ def main():
     else:
         kev = [a.kevents, "bench", "emit", "--workload", a.workload, "--runs", "1"]
         key = {"with-args": "core_emit_with_args_ns", "call": "core_emit_ns",
-               "bound": "bound_emit_ns", "pod": "pod_emit_ns"}[a.emit_figure]
+               "bound": "bound_emit_ns", "pod": "pod_emit_ns",
+               "eventf": "eventf_emit_ns"}[a.emit_figure]
         okey, higher = "emit_ns_per_event", False
     kev += shlex.split(a.kevents_args)
     ratios, kv, ov = [], [], []

@@ -184,12 +184,16 @@ enum Path {
     /// `Recorder::event` on a `ReferenceRef` (borrowed fields, as a k8s-openapi object
     /// lends them): packed at the call, nothing copied before.
     Borrowed,
+    /// `eventf!` formatting the message: packed at the call, the message formatted into
+    /// the thread's buffer.
+    Formatted,
     /// `Recorder::emit` of the occurrence: the general path.
     General,
 }
 
-/// `Recorder::event` on an `ObjectReference` and on borrowed fields (both packed at the call)
-/// and `Recorder::emit` of the same occurrence (the general path) produce identical events.
+/// `Recorder::event` on an `ObjectReference` and on borrowed fields, and `eventf!` (all packed
+/// at the call) and `Recorder::emit` of the same occurrence (the general path) produce
+/// identical events.
 #[actix_rt::test]
 async fn packed_event_path_builds_the_same_event() {
     let at = Time::parse_rfc3339("2021-01-01T00:02:25Z").unwrap();
@@ -214,6 +218,14 @@ async fn packed_event_path_builds_the_same_event() {
                     let fields = ReferenceRef::from(&object);
                     r.event(&fields, EventType::Warning, reason, message)
                 }
+                Path::Formatted => kevents_actors::eventf!(
+                    r,
+                    &object,
+                    EventType::Warning,
+                    reason,
+                    "scaled to {} ünïcode",
+                    3
+                ),
                 Path::General => {
                     r.emit(Occurrence::new(object, EventType::Warning, reason, message))
                 }
@@ -228,6 +240,7 @@ async fn packed_event_path_builds_the_same_event() {
     assert_eq!(packed.len(), 1);
     assert_eq!(packed, general);
     assert_eq!(run(Path::Borrowed).await, general);
+    assert_eq!(run(Path::Formatted).await, general);
     let e = &packed[0];
     assert_eq!(e.involved_object, object);
     assert_eq!(

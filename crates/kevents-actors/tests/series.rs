@@ -641,13 +641,13 @@ async fn d20_eventf_fields_through_the_pipeline() {
     );
 }
 
-/// `event_v1_note` on an `ObjectReference` and on borrowed fields (both checked and packed
-/// at the call, built by the broadcaster) and `event_v1` of the same occurrence (built at
-/// the call) store identical events.
+/// `event_v1_note` on an `ObjectReference` and on borrowed fields and `eventf_v1!` (all
+/// checked and packed at the call, built by the broadcaster) and `event_v1` of the same
+/// occurrence (built at the call) store identical events.
 #[actix_rt::test]
 async fn packed_v1_paths_store_the_same_event() {
     let mut stored = Vec::new();
-    for path in 0..3 {
+    for path in 0..4 {
         let api = MemoryApiServer::new();
         let p = Pipeline::builder(EventSource::new("eventTest", "host"))
             .clock(Arc::new(VirtualClock::new(t0())))
@@ -663,6 +663,16 @@ async fn packed_v1_paths_store_the_same_event() {
                 let fields = kevents_core::ReferenceRef::from(&pod);
                 r.event_v1_note(&fields, None, EventType::Warning, reason, action, note)
             }
+            2 => eventf_v1!(
+                r,
+                &pod,
+                None,
+                EventType::Warning,
+                reason,
+                action,
+                "crash {}",
+                "ünïcode"
+            ),
             _ => r.event_v1(OccurrenceV1::new(
                 pod,
                 None,
@@ -680,4 +690,5 @@ async fn packed_v1_paths_store_the_same_event() {
     assert_eq!(stored[0].note, "crash ünïcode");
     assert_eq!(stored[0], stored[1]);
     assert_eq!(stored[1], stored[2]);
+    assert_eq!(stored[2], stored[3]);
 }

@@ -54,12 +54,13 @@ struct Timings {
     v1_ns: u128,
     core_with_args_ns: u128,
     pod_ns: u128,
+    eventf_ns: u128,
     refused: u64,
 }
 
 /// Chunks of 1000 calls of each kind, alternating (core, v1, core building its arguments,
-/// core on a recorder bound to the object, core on a k8s-openapi `Pod`), so the figures see
-/// the same load. Objects,
+/// core on a recorder bound to the object, core on a k8s-openapi `Pod`, `eventf!` formatting
+/// its message), so the figures see the same load. Objects,
 /// reasons and messages (and the bound recorders) are built outside
 /// the timed region, except for the third figure, which builds them inside as client-go's
 /// harness does around `Eventf` (`fmt.Sprintf` of the pod name, uid, reason and message).
@@ -92,7 +93,8 @@ fn emit_all(recorder: Recorder, w: Workload) -> Timings {
             t.refused += 1;
         }
     };
-    let (mut core_ns, mut v1_ns, mut args_ns, mut bound_ns, mut pod_ns) = (0, 0, 0, 0, 0);
+    let (mut core_ns, mut v1_ns, mut args_ns, mut bound_ns) = (0, 0, 0, 0);
+    let (mut pod_ns, mut eventf_ns) = (0, 0);
     let mut i = 0;
     while i < w.n {
         let end = (i + CHUNK).min(w.n);
@@ -136,6 +138,20 @@ fn emit_all(recorder: Recorder, w: Workload) -> Timings {
             ok(recorder.event(&pods[j % pods.len()], EventType::Normal, reason, message));
         }
         pod_ns += start.elapsed().as_nanos();
+        // client-go's `Eventf`: the message formatted by the call.
+        let start = Instant::now();
+        for j in i..end {
+            let (o, reason, _) = pick(j);
+            let variant = (j / (w.objects * w.reasons)) % w.messages;
+            ok(kevents_actors::eventf!(
+                recorder,
+                o,
+                EventType::Normal,
+                reason,
+                "message variant {variant}"
+            ));
+        }
+        eventf_ns += start.elapsed().as_nanos();
         i = end;
     }
     t.core_ns = core_ns;
@@ -143,6 +159,7 @@ fn emit_all(recorder: Recorder, w: Workload) -> Timings {
     t.core_with_args_ns = args_ns;
     t.bound_ns = bound_ns;
     t.pod_ns = pod_ns;
+    t.eventf_ns = eventf_ns;
     t
 }
 
@@ -213,6 +230,7 @@ async fn run_once(w: Workload) -> anyhow::Result<serde_json::Value> {
         "core_emit_with_args_ns": t.core_with_args_ns as f64 / n,
         "bound_emit_ns": t.bound_ns as f64 / n,
         "pod_emit_ns": t.pod_ns as f64 / n,
+        "eventf_emit_ns": t.eventf_ns as f64 / n,
         "refused": t.refused,
         "delivered": sink.writes.load(Ordering::Relaxed),
         "dropped_intake_full": report.stats.dropped_intake_full,

@@ -10,6 +10,7 @@ use kevents_core::events_v1::{CoreFallback, OccurrenceV1, to_core_occurrence};
 use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Reference};
 
 use super::fake_backend::FakeStore;
+use super::format::with_formatted;
 use super::intake::Intake;
 use super::outcome::{Emit, RecordError};
 
@@ -145,17 +146,9 @@ impl Recorder {
         action: &str,
         note: fmt::Arguments<'_>,
     ) -> Result<Emit, RecordError> {
-        match note.as_str() {
-            Some(s) => self.event_v1_note(regarding, related, event_type, reason, action, s),
-            None => self.event_v1_note(
-                regarding,
-                related,
-                event_type,
-                reason,
-                action,
-                &fmt::format(note),
-            ),
-        }
+        with_formatted(note, |note| {
+            self.event_v1_note(regarding, related, event_type, reason, action, note)
+        })
     }
 
     /// client-go `tools/events` `Eventf` with a plain note: the events.k8s.io/v1 counterpart
@@ -217,7 +210,9 @@ impl Recorder {
     }
 
     /// client-go `Eventf(object, eventtype, reason, messageFmt, args...)`; use it with
-    /// `format_args!` or through the [`eventf!`](crate::eventf) macro.
+    /// `format_args!` or through the [`eventf!`](crate::eventf) macro. The same as
+    /// [`event`](Recorder::event) with the formatted message, which is formatted into a
+    /// buffer the thread reuses (no allocation of its own).
     pub fn eventf<R: Reference + ?Sized>(
         &self,
         object: &R,
@@ -225,12 +220,9 @@ impl Recorder {
         reason: &str,
         message: fmt::Arguments<'_>,
     ) -> Result<Emit, RecordError> {
-        let object = self.reference(object)?;
-        let message = match message.as_str() {
-            Some(s) => s.to_owned(),
-            None => fmt::format(message),
-        };
-        self.emit(Occurrence::new(object, event_type, reason, message))
+        with_formatted(message, |message| {
+            self.event(object, event_type, reason, message)
+        })
     }
 
     /// client-go `AnnotatedEventf(object, annotations, eventtype, reason, ...)`: the event
@@ -371,10 +363,7 @@ impl ObjectRecorder {
         reason: &str,
         message: fmt::Arguments<'_>,
     ) -> Result<Emit, RecordError> {
-        match message.as_str() {
-            Some(s) => self.event(event_type, reason, s),
-            None => self.event(event_type, reason, &fmt::format(message)),
-        }
+        with_formatted(message, |message| self.event(event_type, reason, message))
     }
 }
 

@@ -12,6 +12,7 @@ mod coalesce;
 mod events_v1;
 mod fake;
 mod fake_backend;
+mod format;
 mod handle;
 mod intake;
 mod intake_queue;
