@@ -64,7 +64,7 @@ pub fn generate_event_name(object_name: &str, t: Time) -> String {
     name
 }
 
-/// Sets the empty `out` to [`generate_event_name`] (an event built again in place reuses its
+/// Appends [`generate_event_name`] to `out` (an event built again in place reuses its
 /// buffer).
 pub fn push_generated_event_name(out: &mut String, object_name: &str, t: Time) {
     let start = out.len();

@@ -298,39 +298,34 @@ mod kube_impl {
             else {
                 return None;
             };
-            if kind.is_empty() {
-                return None;
-            }
-            let meta = self.meta();
-            fn field(f: &Option<String>) -> &str {
-                f.as_deref().unwrap_or_default()
-            }
-            Some(ReferenceRef {
-                kind,
-                namespace: field(&meta.namespace),
-                name: field(&meta.name),
-                uid: field(&meta.uid),
-                api_version,
-                resource_version: field(&meta.resource_version),
-                field_path: "",
-            })
+            (!kind.is_empty()).then(|| fields(self.meta(), kind, api_version))
         }
 
         fn object_reference(&self) -> Result<ObjectReference, ReferenceError> {
-            let kind = K::kind(&()).into_owned();
+            let (kind, api_version) = (K::kind(&()), K::api_version(&()));
             if kind.is_empty() {
                 return Err(ReferenceError("object has no kind".into()));
             }
-            let meta = self.meta();
-            Ok(ObjectReference {
-                kind,
-                api_version: K::api_version(&()).into_owned(),
-                name: meta.name.clone().unwrap_or_default(),
-                namespace: meta.namespace.clone().unwrap_or_default(),
-                uid: meta.uid.clone().unwrap_or_default(),
-                resource_version: meta.resource_version.clone().unwrap_or_default(),
-                field_path: String::new(),
-            })
+            Ok(fields(self.meta(), &kind, &api_version).to_reference())
+        }
+    }
+
+    /// The reference to an object with `meta`, of `kind` and `api_version`: what both of
+    /// `Reference`'s methods give, so that they agree.
+    fn fields<'a>(
+        meta: &'a kube_core::ObjectMeta,
+        kind: &'a str,
+        api_version: &'a str,
+    ) -> ReferenceRef<'a> {
+        let field = |f: &'a Option<String>| f.as_deref().unwrap_or_default();
+        ReferenceRef {
+            kind,
+            namespace: field(&meta.namespace),
+            name: field(&meta.name),
+            uid: field(&meta.uid),
+            api_version,
+            resource_version: field(&meta.resource_version),
+            field_path: "",
         }
     }
 

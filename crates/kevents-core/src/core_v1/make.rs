@@ -179,9 +179,7 @@ impl EventFactory {
             e.reporting_instance.clone_from(&self.source.host);
         }
     }
-}
 
-impl EventFactory {
     /// [`make`](Self::make) of an occurrence without annotations, into `event`: every field
     /// of `event` is overwritten ([`Event::reset`]) and its strings' buffers are reused, so an
     /// event built again in place allocates nothing. The same checks and the same event as
