@@ -37,15 +37,16 @@ impl KeyBuilder {
         } else {
             self.push_long_len(field.len());
         }
-        self.buf.extend_from_slice(field);
+        super::short::extend(&mut self.buf, field);
         self
     }
 
     /// Appends several fields, growing the buffer at most once.
     #[inline]
     pub fn push_all(&mut self, fields: &[&str]) -> &mut Self {
-        // Each field needs its bytes and at most 10 bytes of length prefix.
-        let room: usize = fields.iter().map(|f| f.len() + 10).sum();
+        // Each field needs its bytes and at most 10 bytes of length prefix; a short field is
+        // copied through a 16-byte window.
+        let room: usize = fields.iter().map(|f| f.len() + 10).sum::<usize>() + 16;
         self.buf.reserve(room);
         for f in fields {
             self.push(f);
@@ -152,7 +153,7 @@ fn strip_field<'k>(key: &'k [u8], field: &[u8]) -> Option<&'k [u8]> {
         return None;
     }
     let (head, tail) = r.split_at(field.len());
-    (head == field).then_some(tail)
+    super::short::eq(head, field).then_some(tail)
 }
 
 /// The default aggregation key function (client-go `EventAggregatorByReasonFunc` in

@@ -20,6 +20,7 @@
 mod cache;
 mod keys;
 mod options;
+mod short;
 mod spam;
 
 use indexmap::IndexSet;
