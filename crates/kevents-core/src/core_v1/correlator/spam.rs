@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::cache::BoundedCache;
+use super::hash::KeyHasher;
 use crate::time::Time;
 
 /// One token bucket: governor's GCRA state for a direct (unkeyed) limiter, kept inline
@@ -77,7 +78,7 @@ pub(crate) struct SpamFilter {
 }
 
 impl SpamFilter {
-    pub(crate) fn new(burst: i32, qps: f32, lru_size: i64) -> Self {
+    pub(crate) fn new(burst: i32, qps: f32, lru_size: i64, hasher: KeyHasher) -> Self {
         let policy = if burst < 1 {
             Policy::RejectAll
         } else if qps.is_nan() || qps <= 0.0 || qps.is_infinite() {
@@ -108,7 +109,7 @@ impl SpamFilter {
         };
         SpamFilter {
             policy,
-            buckets: BoundedCache::new(lru_size),
+            buckets: BoundedCache::new(lru_size, hasher),
             clock_at: 0,
             base: None,
         }
@@ -118,6 +119,12 @@ impl SpamFilter {
     /// The key is added to (or refreshed in) the LRU either way, as client-go does.
     pub(crate) fn is_spam(&mut self, key: &[u8], now: Time) -> bool {
         let hash = self.buckets.hash(key);
+        self.is_spam_hashed(hash, key, now)
+    }
+
+    /// [`is_spam`](Self::is_spam) with the key's hash (`KeyHasher::hash`) known.
+    pub(crate) fn is_spam_hashed(&mut self, hash: u64, key: &[u8], now: Time) -> bool {
+        debug_assert_eq!(hash, self.buckets.hash(key));
         let gcra = match self.policy {
             Policy::AllowAll => return self.touch(hash, key, false),
             Policy::RejectAll => return self.touch(hash, key, true),
