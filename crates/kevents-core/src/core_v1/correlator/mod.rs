@@ -225,27 +225,40 @@ struct Observation {
     // Go keeps `uint(event.Count)`; wrapping behaviour for hand-built negative counts follows.
     count: u64,
     first_timestamp: Option<Time>,
-    name: String,
-    resource_version: String,
+    /// The name, then the resourceVersion: one buffer, so a recycled entry overwritten in
+    /// the `wide` workload touches one cold heap block instead of two.
+    text: String,
+    name_len: usize,
 }
 
 impl Observation {
     fn new(count: u64, e: &Event) -> Self {
-        Observation {
+        let mut o = Observation {
             count,
-            first_timestamp: e.first_timestamp,
-            name: e.metadata.name.clone(),
-            resource_version: e.metadata.resource_version.clone(),
-        }
+            first_timestamp: None,
+            text: String::new(),
+            name_len: 0,
+        };
+        o.learn(count, e);
+        o
     }
 
-    /// Overwrites this observation with `e`'s, reusing the strings' buffers.
+    /// Overwrites this observation with `e`'s, reusing the buffer.
     fn learn(&mut self, count: u64, e: &Event) {
         self.count = count;
         self.first_timestamp = e.first_timestamp;
-        self.name.clone_from(&e.metadata.name);
-        self.resource_version
-            .clone_from(&e.metadata.resource_version);
+        self.text.clear();
+        self.text.push_str(&e.metadata.name);
+        self.text.push_str(&e.metadata.resource_version);
+        self.name_len = e.metadata.name.len();
+    }
+
+    /// The name and the resourceVersion.
+    fn name_and_version(&self) -> (&str, &str) {
+        // `name_len` is where the name ends in `text`, so the split cannot fail.
+        self.text
+            .split_at_checked(self.name_len)
+            .unwrap_or_default()
     }
 }
 
@@ -650,11 +663,11 @@ impl Correlator {
         let entry = match self.observations.get_indexed(hash, key) {
             Some((i, last)) => {
                 if last.count > 0 {
-                    event.metadata.name.clone_from(&last.name);
-                    event
-                        .metadata
-                        .resource_version
-                        .clone_from(&last.resource_version);
+                    let (name, version) = last.name_and_version();
+                    event.metadata.name.clear();
+                    event.metadata.name.push_str(name);
+                    event.metadata.resource_version.clear();
+                    event.metadata.resource_version.push_str(version);
                     event.first_timestamp = last.first_timestamp;
                     event.count = (last.count as u32 as i32).wrapping_add(1);
                     patch = Some(observation_patch(event));
