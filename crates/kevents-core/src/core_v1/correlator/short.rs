@@ -62,25 +62,20 @@ pub(super) fn eq(a: &[u8], b: &[u8]) -> bool {
     if n > 16 {
         return a == b;
     }
-    if let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
-        a.first_chunk::<8>(),
-        a.last_chunk::<8>(),
-        b.first_chunk::<8>(),
-        b.last_chunk::<8>(),
-    ) {
-        return u64::from_ne_bytes(*a0) == u64::from_ne_bytes(*b0)
-            && u64::from_ne_bytes(*a1) == u64::from_ne_bytes(*b1);
-    }
-    if let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
-        a.first_chunk::<4>(),
-        a.last_chunk::<4>(),
-        b.first_chunk::<4>(),
-        b.last_chunk::<4>(),
-    ) {
-        return u32::from_ne_bytes(*a0) == u32::from_ne_bytes(*b0)
-            && u32::from_ne_bytes(*a1) == u32::from_ne_bytes(*b1);
+    if let Some(eq) = ends_eq::<8>(a, b).or_else(|| ends_eq::<4>(a, b)) {
+        return eq;
     }
     n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1])
+}
+
+/// Whether `a` and `b` (of one length) have the same first and the same last `K` bytes
+/// (fixed-size loads); `None` if they are shorter than `K`.
+#[inline(always)]
+fn ends_eq<const K: usize>(a: &[u8], b: &[u8]) -> Option<bool> {
+    Some(
+        a.first_chunk::<K>()? == b.first_chunk::<K>()?
+            && a.last_chunk::<K>()? == b.last_chunk::<K>()?,
+    )
 }
 
 #[cfg(test)]
