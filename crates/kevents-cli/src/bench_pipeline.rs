@@ -150,7 +150,7 @@ fn emit_all(recorder: kevents_actors::Recorder, w: Workload) -> anyhow::Result<E
 }
 
 async fn run_once(w: Workload, args: PipelineArgs) -> anyhow::Result<serde_json::Value> {
-    let sink = CountingSink::tracking();
+    let sink = CountingSink::tracking(w.n);
     let (intake, delivery) = match args.policy {
         Policy::Drop => (
             IntakePolicy::DropIfFull {

@@ -3,6 +3,7 @@
 //! measures the pipeline and not a server.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +12,27 @@ use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
 /// Event name (a 128-bit fingerprint: no string kept per event, and a collision among a few
 /// million names has a probability below 10^-25) -> the count it was last written with.
-type StoredCounts = HashMap<u128, i32, foldhash::fast::FixedState>;
+type StoredCounts = HashMap<u128, i32, BuildHasherDefault<Fingerprinted>>;
+
+/// The stored counts' hasher: a key is a fingerprint, already a hash, so its low 64 bits
+/// (one of the two seeded hashes) serve as they are instead of being hashed again.
+#[derive(Default)]
+struct Fingerprinted(u64);
+
+impl Hasher for Fingerprinted {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u128` is used (the map's keys are `u128`); any other input is mixed in.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u128(&mut self, n: u128) {
+        self.0 = n as u64;
+    }
+}
 
 /// Two independently seeded 64-bit hashes of `name`.
 fn fingerprint(name: &str) -> u128 {
@@ -32,11 +53,13 @@ pub(crate) struct CountingSink {
 
 impl CountingSink {
     /// A sink that also keeps the count each core/v1 event was last written with, as a
-    /// server would store it (a hash-map update per write).
-    pub(crate) fn tracking() -> Self {
+    /// server would store it (a hash-map update per write), sized for `events` events (a
+    /// map that grows while the pipeline writes copies itself on the writer's thread).
+    pub(crate) fn tracking(events: usize) -> Self {
+        let counts = StoredCounts::with_capacity_and_hasher(events, Default::default());
         CountingSink {
             writes: Arc::default(),
-            stored: Some(Arc::default()),
+            stored: Some(Arc::new(Mutex::new(counts))),
         }
     }
 
@@ -78,5 +101,30 @@ impl EventsV1Sink for CountingSink {
     }
     fn patch_v1(&self, event: &events_v1::Event, _patch: &[u8]) -> V1SinkFuture {
         self.create_v1(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &str, count: i32) -> Event {
+        let mut e = Event::default();
+        e.metadata.name = name.into();
+        e.count = count;
+        e
+    }
+
+    #[test]
+    fn keeps_the_last_count_written_per_event() {
+        let sink = CountingSink::tracking(2);
+        for i in 0..1000 {
+            drop(sink.create(&event(&format!("pod-{i}.17a"), 1)));
+        }
+        drop(sink.patch(&event("pod-7.17a", 5), b"{}"));
+        drop(sink.patch(&event("pod-7.17a", 6), b"{}"));
+        assert_eq!(sink.writes.load(Ordering::Relaxed), 1002);
+        assert_eq!(sink.stored_events(), 1000);
+        assert_eq!(sink.stored_count_sum(), 999 + 6);
     }
 }
