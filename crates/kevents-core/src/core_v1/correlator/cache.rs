@@ -2,13 +2,13 @@
 //!
 //! A small purpose-built LRU: entries live in one vector linked into a recency list by index,
 //! a `hashbrown::HashTable` maps a key's hash to its entry, and the caller hashes a key once
-//! ([`BoundedCache::hash`]) for the lookup and the insert that may follow. A full cache
+//! (`KeyHasher::hash`, one function for all of a correlator's caches) for the lookup and the
+//! insert that may follow. A full cache
 //! recycles the least recently used entry in place: its key buffer (and, through
 //! [`BoundedCache::insert_with`], its value's buffers) are reused, so in steady state adding
 //! a key allocates nothing. Measured against the `lru` crate (callgrind, `kevents bench
 //! correlator --workload wide`): 2.4 KB of instructions per occurrence fewer.
 
-use super::hash::KeyHasher;
 use hashbrown::HashTable;
 
 const NIL: u32 = u32::MAX;
@@ -34,12 +34,11 @@ pub(crate) struct BoundedCache<V> {
     tail: u32,
     /// Maximum number of entries (`None`: unbounded); `Some(0)` keeps nothing.
     cap: Option<usize>,
-    hasher: KeyHasher,
     evictions: u64,
 }
 
 impl<V> BoundedCache<V> {
-    pub(crate) fn new(size: i64, hasher: KeyHasher) -> Self {
+    pub(crate) fn new(size: i64) -> Self {
         let cap = match usize::try_from(size) {
             Ok(0) => None,
             // u32 indices: a cache of more than 4 billion entries is not bounded any tighter.
@@ -52,15 +51,8 @@ impl<V> BoundedCache<V> {
             head: NIL,
             tail: NIL,
             cap,
-            hasher,
             evictions: 0,
         }
-    }
-
-    /// The hash [`get_mut`](Self::get_mut) and [`insert_with`](Self::insert_with) take for
-    /// `key`.
-    pub(crate) fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash(key)
     }
 
     fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
@@ -201,6 +193,7 @@ impl<V> BoundedCache<V> {
 #[cfg(test)]
 mod tests {
     use super::BoundedCache;
+    use crate::core_v1::correlator::hash::KeyHasher;
     use proptest::prelude::*;
     use std::num::NonZeroUsize;
 
@@ -209,12 +202,13 @@ mod tests {
         /// replaced) on any sequence of lookups and adds.
         #[test]
         fn behaves_like_the_lru_crate(cap in 1usize..6, ops in prop::collection::vec((0u8..10, any::<bool>()), 0..200)) {
-            let mut ours: BoundedCache<u32> = BoundedCache::new(cap as i64, Default::default());
+            let mut ours: BoundedCache<u32> = BoundedCache::new(cap as i64);
+            let hasher = KeyHasher::default();
             let mut theirs: lru::LruCache<Vec<u8>, u32> = lru::LruCache::new(NonZeroUsize::new(cap).unwrap());
             let mut evictions = 0u64;
             for (n, (k, add)) in ops.into_iter().enumerate() {
                 let key = [k];
-                let h = ours.hash(&key);
+                let h = hasher.hash(&key);
                 let a = ours.get_mut(h, &key).map(|v| *v);
                 let b = theirs.get_mut(&key[..]).map(|v| *v);
                 prop_assert_eq!(a, b);
@@ -232,14 +226,15 @@ mod tests {
 
     #[test]
     fn zero_is_unbounded_and_negative_keeps_nothing() {
-        let mut c: BoundedCache<u8> = BoundedCache::new(0, Default::default());
+        let h = KeyHasher::default();
+        let mut c: BoundedCache<u8> = BoundedCache::new(0);
         for k in 0..100u8 {
-            c.insert(c.hash(&[k]), &[k], k);
+            c.insert(h.hash(&[k]), &[k], k);
         }
         assert_eq!((c.len(), c.evictions()), (100, 0));
-        let mut c: BoundedCache<u8> = BoundedCache::new(-1, Default::default());
-        c.insert(c.hash(b"a"), b"a", 1);
+        let mut c: BoundedCache<u8> = BoundedCache::new(-1);
+        c.insert(h.hash(b"a"), b"a", 1);
         assert_eq!((c.len(), c.evictions()), (0, 1));
-        assert!(c.get_mut(c.hash(b"a"), b"a").is_none());
+        assert!(c.get_mut(h.hash(b"a"), b"a").is_none());
     }
 }

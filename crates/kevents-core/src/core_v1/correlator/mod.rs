@@ -306,13 +306,11 @@ pub struct Correlator {
     kb_agg: KeyBuilder,
     kb_local: KeyBuilder,
     kb_spam: KeyBuilder,
-    /// The hash function of the three caches.
+    /// The hash function of the three caches (the spam filter holds the same).
     hasher: KeyHasher,
     /// Where the default key functions' shared fields end in `kb_agg`, and their hash
     /// (`None` with custom ones).
     shared: Option<SharedPrefix>,
-    /// The hash of the aggregate key in `kb_agg`.
-    agg_hash: u64,
     /// The observer entry the last `correlate` read and wrote under the event's full key,
     /// the hint `update_state` uses (checked field by field before it is used).
     last_observed: Option<u32>,
@@ -347,8 +345,8 @@ impl Correlator {
             clock: o
                 .clock
                 .unwrap_or_else(|| std::sync::Arc::new(crate::time::SystemClock)),
-            aggregates: BoundedCache::new(o.lru_cache_size, hasher.clone()),
-            observations: BoundedCache::new(o.lru_cache_size, hasher.clone()),
+            aggregates: BoundedCache::new(o.lru_cache_size),
+            observations: BoundedCache::new(o.lru_cache_size),
             spam: SpamFilter::new(o.burst_size, o.qps, o.lru_cache_size, hasher.clone()),
             key_fn: o.key_fn,
             message_fn: o.message_fn,
@@ -364,7 +362,6 @@ impl Correlator {
             kb_spam: KeyBuilder::default(),
             hasher,
             shared: None,
-            agg_hash: 0,
             last_observed: None,
         }
     }
@@ -402,8 +399,9 @@ impl Correlator {
     pub fn correlate_in_place(&mut self, event: &mut Event) -> Decision {
         self.stats.correlated += 1;
         self.last_observed = None;
-        let aggregated = self.aggregate(event);
-        let patch = self.observe(event, aggregated);
+        let aggregate_hash = self.aggregate(event);
+        let aggregated = aggregate_hash.is_some();
+        let patch = self.observe(event, aggregate_hash);
         let hint = self.last_observed.map(StateHint);
         let now = self.clock.now();
         let skip = match (&self.spam_key_fn, &self.shared) {
@@ -505,7 +503,7 @@ impl Correlator {
         self.kb_full.clear();
         event_key(stored, &mut self.kb_full);
         let key = self.kb_full.as_bytes();
-        let hash = self.observations.hash(key);
+        let hash = self.hasher.hash(key);
         match self.observations.get_mut(hash, key) {
             // Usually a hit (correlate just stored this key): reuse the strings' buffers.
             Some(slot) => slot.learn(count, stored),
@@ -538,9 +536,10 @@ impl Correlator {
     }
 
     /// Step 1: replaces the occurrence by the aggregate event when aggregation triggers, and
-    /// returns whether it did (the event is then keyed by the aggregate key, not its full
-    /// key). Works in place: an `Event` is large, and moving it through the stages costs.
-    fn aggregate(&mut self, event: &mut Event) -> bool {
+    /// then returns the aggregate key's hash (the event is keyed by the aggregate key in
+    /// `kb_agg`, not its full key). Works in place: an `Event` is large, and moving it
+    /// through the stages costs.
+    fn aggregate(&mut self, event: &mut Event) -> Option<u64> {
         let now = self.clock.now();
         self.kb_agg.clear();
         self.shared = None;
@@ -570,10 +569,9 @@ impl Correlator {
         let key = self.kb_agg.as_bytes();
         let hash = match &self.shared {
             Some(shared) => shared.hash.hash(&key[shared.spam..]),
-            None => self.aggregates.hash(key),
+            None => self.hasher.hash(key),
         };
         debug_assert_eq!(hash, self.hasher.hash(key));
-        self.agg_hash = hash;
         let record = match self.aggregates.get_mut(hash, key) {
             Some(record) => {
                 if now.nanos_since(record.last_timestamp) > max_interval {
@@ -602,7 +600,7 @@ impl Correlator {
         // A new record holds one local key.
         let len = record.as_ref().map_or(1, |r| r.local_keys.len());
         if (len as u64) < self.max_events {
-            return false;
+            return None;
         }
         // Keep the set below the threshold, deterministically (client-go: PopAny).
         match record {
@@ -635,13 +633,14 @@ impl Correlator {
             source: trigger.source,
             ..Default::default()
         };
-        true
+        Some(hash)
     }
 
-    /// Step 2: applies the last observation under the chosen key and records this one.
-    fn observe(&mut self, event: &mut Event, use_aggregate_key: bool) -> Option<Vec<u8>> {
-        let (key, hash): (&[u8], u64) = if use_aggregate_key {
-            (self.kb_agg.as_bytes(), self.agg_hash)
+    /// Step 2: applies the last observation under the chosen key (the aggregate key, of
+    /// hash `aggregate_hash`, for an aggregate event) and records this one.
+    fn observe(&mut self, event: &mut Event, aggregate_hash: Option<u64>) -> Option<Vec<u8>> {
+        let (key, hash): (&[u8], u64) = if let Some(hash) = aggregate_hash {
+            (self.kb_agg.as_bytes(), hash)
         } else {
             match &self.shared {
                 Some(shared) => {
@@ -654,7 +653,7 @@ impl Correlator {
                     self.kb_full.clear();
                     event_key(event, &mut self.kb_full);
                     let key = self.kb_full.as_bytes();
-                    (key, self.observations.hash(key))
+                    (key, self.hasher.hash(key))
                 }
             }
         };
@@ -686,7 +685,7 @@ impl Correlator {
             }
         };
         // The aggregate event is stored under its own full key, not the aggregate key.
-        if !use_aggregate_key {
+        if aggregate_hash.is_none() {
             self.last_observed = entry;
         }
         patch

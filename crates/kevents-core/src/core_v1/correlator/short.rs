@@ -24,7 +24,7 @@ pub(super) fn extend(buf: &mut Vec<u8>, src: &[u8]) {
 
 /// Copies `src` into `dst`, of the same length (`copy_from_slice`).
 #[inline]
-pub(super) fn copy(dst: &mut [u8], src: &[u8]) {
+fn copy(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     if n > 16 {
         dst.copy_from_slice(src);

@@ -72,6 +72,8 @@ const MAX_BUCKET_SPAN_NANOS: u64 = u64::MAX / 4;
 pub(crate) struct SpamFilter {
     policy: Policy,
     buckets: BoundedCache<Bucket>,
+    /// The correlator's key hash (the same function as its other caches').
+    hasher: KeyHasher,
     // Nanoseconds since `base`, never moving backwards (governor's relative clock).
     clock_at: u64,
     base: Option<i64>,
@@ -109,7 +111,8 @@ impl SpamFilter {
         };
         SpamFilter {
             policy,
-            buckets: BoundedCache::new(lru_size, hasher),
+            buckets: BoundedCache::new(lru_size),
+            hasher,
             clock_at: 0,
             base: None,
         }
@@ -118,13 +121,12 @@ impl SpamFilter {
     /// Takes a token for `key` at `now`; `true` means the occurrence is spam (no token).
     /// The key is added to (or refreshed in) the LRU either way, as client-go does.
     pub(crate) fn is_spam(&mut self, key: &[u8], now: Time) -> bool {
-        let hash = self.buckets.hash(key);
-        self.is_spam_hashed(hash, key, now)
+        self.is_spam_hashed(self.hasher.hash(key), key, now)
     }
 
     /// [`is_spam`](Self::is_spam) with the key's hash (`KeyHasher::hash`) known.
     pub(crate) fn is_spam_hashed(&mut self, hash: u64, key: &[u8], now: Time) -> bool {
-        debug_assert_eq!(hash, self.buckets.hash(key));
+        debug_assert_eq!(hash, self.hasher.hash(key));
         let gcra = match self.policy {
             Policy::AllowAll => return self.touch(hash, key, false),
             Policy::RejectAll => return self.touch(hash, key, true),
