@@ -253,6 +253,17 @@ impl Observation {
         self.name_len = e.metadata.name.len();
     }
 
+    /// Learns the server's copy of an event after a write was answered: its name,
+    /// resourceVersion and firstTimestamp, but never a count below the one observed. A
+    /// pipeline correlates while its writes are in flight, so occurrences observed after the
+    /// write was sent (spam-filtered ones included, which only the observer counts) are not
+    /// in the answer; taking its count would silently roll them back. Serially (client-go)
+    /// the observed count is the count sent, so this is `learn`.
+    fn learn_stored(&mut self, count: u64, e: &Event) {
+        let observed = self.count;
+        self.learn(count.max(observed), e);
+    }
+
     /// The name and the resourceVersion.
     fn name_and_version(&self) -> (&str, &str) {
         // `name_len` is where the name ends in `text`, so the split cannot fail.
@@ -462,8 +473,10 @@ impl Correlator {
     }
 
     /// Learns the event as stored by the server after a successful create or patch
-    /// (client-go `UpdateState`): its count, firstTimestamp, name and resourceVersion are
-    /// cached under its full key.
+    /// (client-go `UpdateState`): its firstTimestamp, name and resourceVersion are cached
+    /// under its full key, and its count unless more occurrences were observed since the
+    /// write was made (a pipeline correlates while writes are in flight: the cached count
+    /// never goes below what was observed, so no occurrence is rolled back).
     pub fn update_state(&mut self, stored: &Event) {
         // Usually the event `correlate` just keyed.
         let hint = self.last_observed.map(StateHint);
@@ -497,7 +510,7 @@ impl Correlator {
         if let Some(StateHint(i)) = hint
             && keys::is_event_key(stored, self.observations.key_at(i))
         {
-            self.observations.use_at(i).learn(count, stored);
+            self.observations.use_at(i).learn_stored(count, stored);
             return;
         }
         self.kb_full.clear();
@@ -506,7 +519,7 @@ impl Correlator {
         let hash = self.hasher.hash(key);
         match self.observations.get_mut(hash, key) {
             // Usually a hit (correlate just stored this key): reuse the strings' buffers.
-            Some(slot) => slot.learn(count, stored),
+            Some(slot) => slot.learn_stored(count, stored),
             None => {
                 self.observations.insert_with(
                     hash,

@@ -393,3 +393,54 @@ mod hints {
         }
     }
 }
+
+/// A write answered after more occurrences were observed (a pipeline correlates while its
+/// writes are in flight): learning the answer keeps the observed count, so the occurrences
+/// the spam filter skipped meanwhile are carried by the next write instead of rolled back.
+/// (Issue 23: learning the answer's count made stored counts lag behind the occurrences.)
+#[test]
+fn a_late_answer_does_not_roll_the_observed_count_back() {
+    let clock = IntervalClock::new(t(START), Duration::from_secs(1));
+    let mut c = with_clock(
+        clock.clone(),
+        CorrelatorOptions {
+            burst_size: 1,
+            qps: 1.0 / 300.0,
+            ..CorrelatorOptions::default()
+        },
+    );
+    let e = || fixture_event("BackOff", "restarting", my_pod());
+    let first = c.correlate(e());
+    assert!(!first.skip);
+    // Two more occurrences while the CREATE is in flight: no token, observed only.
+    assert!(c.correlate(e()).skip);
+    let third = c.correlate(e());
+    assert!(third.skip);
+    assert_eq!(third.event.count, 3);
+    // The CREATE's answer arrives now: the server stored count 1, with a resourceVersion.
+    let mut stored = first.event.clone();
+    stored.metadata.resource_version = "41".into();
+    c.update_state_with(first.hint, &stored);
+    let fourth = c.correlate(e());
+    assert_eq!(
+        fourth.event.count, 4,
+        "the two skipped occurrences are kept"
+    );
+    assert_eq!(
+        fourth.event.metadata.resource_version, "41",
+        "name and version learnt"
+    );
+    // The same through the lookup path (no hint).
+    let mut stored = fourth.event.clone();
+    stored.count = 2;
+    stored.metadata.resource_version = "42".into();
+    c.update_state(&stored);
+    let fifth = c.correlate(e());
+    assert_eq!(fifth.event.count, 5);
+    assert_eq!(fifth.event.metadata.resource_version, "42");
+    // A server copy with a higher count (another writer) is taken, as client-go does.
+    let mut stored = fifth.event.clone();
+    stored.count = 9;
+    c.update_state_with(fifth.hint, &stored);
+    assert_eq!(c.correlate(e()).event.count, 10);
+}
