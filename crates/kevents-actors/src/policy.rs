@@ -281,12 +281,26 @@ impl RetryPolicy {
         self.max_attempts.max(1)
     }
 
-    /// The sleep before attempt `next` (2 for the first retry) after `err`.
-    pub(crate) fn delay(&self, next: u32, err: Option<&SinkError>) -> Duration {
+    /// The sleep before attempt `next` (2 for the first retry) after `err`. `paced`: the
+    /// write's budget paces it (an enabled [`WriteBudget`](crate::WriteBudget), which a 429
+    /// has already paused).
+    ///
+    /// A 429 is never slept on like a transport error: with `Retry-After` the write sleeps
+    /// that long (within `[min_retry_after, max_retry_after]`); without it (EventRateLimit
+    /// never sends one) a paced write is tried again as soon as its budget's pause ends
+    /// (no sleep of its own), an unpaced one after `min_retry_after`.
+    pub(crate) fn delay(&self, next: u32, err: Option<&SinkError>, paced: bool) -> Duration {
         if self.honour_retry_after
             && let Some(d) = err.and_then(SinkError::retry_after)
         {
             return d.max(self.min_retry_after).min(self.max_retry_after);
+        }
+        if err.is_some_and(|e| matches!(e, SinkError::Status(s) if s.code == 429)) {
+            return if paced {
+                Duration::ZERO
+            } else {
+                self.min_retry_after
+            };
         }
         if next == 2 && self.randomize_first {
             self.sleep.mul_f64(fastrand::f64())
@@ -310,13 +324,39 @@ mod tests {
     #[test]
     fn retry_after_is_kept_within_its_bounds() {
         let p = RetryPolicy::default();
-        assert_eq!(p.delay(3, Some(&too_many(0))), Duration::from_secs(1));
-        assert_eq!(p.delay(3, Some(&too_many(5))), Duration::from_secs(5));
-        assert_eq!(p.delay(3, Some(&too_many(3600))), Duration::from_secs(60));
+        assert_eq!(p.delay(3, Some(&too_many(0)), true), Duration::from_secs(1));
+        assert_eq!(p.delay(3, Some(&too_many(5)), true), Duration::from_secs(5));
+        assert_eq!(
+            p.delay(3, Some(&too_many(3600)), true),
+            Duration::from_secs(60)
+        );
         let no_floor = RetryPolicy {
             min_retry_after: Duration::ZERO,
             ..RetryPolicy::default()
         };
-        assert_eq!(no_floor.delay(3, Some(&too_many(0))), Duration::ZERO);
+        assert_eq!(no_floor.delay(3, Some(&too_many(0)), true), Duration::ZERO);
+    }
+
+    /// A 429 without `Retry-After` (EventRateLimit's) is not slept on like a transport
+    /// error (0-10 s, then 10 s): a paced write goes again when its budget's pause ends, an
+    /// unpaced one after `min_retry_after`. Other errors keep client-go's sleeps.
+    #[test]
+    fn a_429_without_retry_after_waits_for_the_budget_not_the_error_sleep() {
+        let p = RetryPolicy::default();
+        let throttled = SinkError::Status(Box::new(Status::failure(
+            429,
+            "TooManyRequests",
+            "Too many requests: limit reached on type Namespace for key ns",
+        )));
+        for next in [2, 3, 7] {
+            assert_eq!(p.delay(next, Some(&throttled), true), Duration::ZERO);
+            assert_eq!(
+                p.delay(next, Some(&throttled), false),
+                Duration::from_secs(1)
+            );
+        }
+        let reset = SinkError::Transport("connection reset".into());
+        assert_eq!(p.delay(3, Some(&reset), true), Duration::from_secs(10));
+        assert!(p.delay(2, Some(&reset), true) < Duration::from_secs(10));
     }
 }

@@ -296,7 +296,7 @@ impl SeriesSnapshot {
 
 /// A point-in-time copy of the counters of one [`WriteBudget`](crate::WriteBudget) (in
 /// [`StatsSnapshot::budgets`]).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct BudgetSnapshot {
     /// The budget's name.
     pub name: String,
@@ -306,7 +306,20 @@ pub struct BudgetSnapshot {
     pub deferred_retry_after: u64,
     /// Writes that waited because the circuit was open.
     pub deferred_circuit: u64,
-    /// 429 answers that paused every write of the budget.
+    /// Writes that waited because as many were in flight as the adaptive limit allows.
+    pub deferred_in_flight: u64,
+    /// 429 answers.
+    pub throttled: u64,
+    /// 429 answers whose limit covers one namespace or one source and object only
+    /// (EventRateLimit `Namespace`, `SourceAndObject`), so only those writes waited.
+    pub throttled_scoped: u64,
+    /// The rate the budget sends at now, in writes per second (adaptive: lowered by 429s,
+    /// at most its `qps`; infinite without a rate limit).
+    pub rate: f64,
+    /// Writes in flight at most now (adaptive, after a 429); `None`: no limit.
+    pub in_flight_limit: Option<u32>,
+    /// 429 answers that started or extended a pause (`Retry-After`; without one: of a
+    /// source and object, or of the whole budget when pinned).
     pub pauses: u64,
     /// Times the circuit opened.
     pub circuit_opens: u64,
@@ -316,9 +329,15 @@ pub struct BudgetSnapshot {
     pub circuit_open: bool,
 }
 
+// The rate is finite or infinite, never NaN: equality is an equivalence.
+impl Eq for BudgetSnapshot {}
+
 impl BudgetSnapshot {
     /// Writes that waited, for any reason.
     pub fn deferred(&self) -> u64 {
-        self.deferred_rate + self.deferred_retry_after + self.deferred_circuit
+        self.deferred_rate
+            + self.deferred_retry_after
+            + self.deferred_circuit
+            + self.deferred_in_flight
     }
 }

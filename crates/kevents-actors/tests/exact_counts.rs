@@ -212,7 +212,7 @@ fn correlator_options(clock: SharedClock) -> CorrelatorOptions {
 
 fn object(step: &Step) -> (ObjectReference, &'static str) {
     let name = format!("p{}", step.object);
-    let reason = if step.object % 2 == 0 {
+    let reason = if step.object.is_multiple_of(2) {
         "BackOff"
     } else {
         "Unhealthy"
@@ -255,7 +255,7 @@ fn serial(trace: &[Group]) -> (Counts, Counts) {
         for s in &g.steps {
             recorder_clock.advance(Duration::from_micros(1));
             let (obj, reason) = object(s);
-            let occ = Occurrence::new(obj, EventType::Warning, reason, &message(s));
+            let occ = Occurrence::new(obj, EventType::Warning, reason, message(s));
             let event = factory.make(recorder_clock.now(), occ).unwrap();
             let d = c.correlate(event);
             let n = occurrences

@@ -14,7 +14,7 @@ use kevents_core::{Disposition, Event, EventSink, Stored, WriteEvent, WriteKind,
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
-use crate::budget::{Health, WriteBudget};
+use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::event_pool::EventPool;
 use crate::message::{DeliverySlot, SharedCore};
 use crate::policy::RetryPolicy;
@@ -110,6 +110,23 @@ impl QueuedWrite {
     /// Whether the write starts with a CREATE.
     fn is_create(&self) -> bool {
         self.create || self.event.count <= 1
+    }
+}
+
+impl Scoped for QueuedWrite {
+    /// EventRateLimit's `SourceAndObject` key: the source and the involved object.
+    fn object_hash(&self) -> u64 {
+        let e = &*self.event;
+        let o = &e.involved_object;
+        object_hash([
+            e.source.component.as_str(),
+            &e.source.host,
+            &o.kind,
+            &o.namespace,
+            &o.name,
+            &o.uid,
+            &o.api_version,
+        ])
     }
 }
 
@@ -303,7 +320,9 @@ impl KeyedWrites for SinkActor {
         }
         match self.retry.classifier.classify(&err) {
             Disposition::Retry if attempts < self.retry.attempts() => {
-                let d = self.retry.delay(attempts + 1, Some(&err));
+                let d = self
+                    .retry
+                    .delay(attempts + 1, Some(&err), self.writer.paced());
                 tracing::debug!(sink = %name, event = %key, error = %err, attempt = attempts,
                     "unable to write event (may retry after sleeping)");
                 if let Some(job) = self.writer.head_mut(key) {

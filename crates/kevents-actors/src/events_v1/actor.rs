@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tracing::Instrument;
 
 use super::options::SeriesSinkOptions;
-use crate::budget::{Health, WriteBudget};
+use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::message::{DeliverySlot, EventMessage, Recorded, v1_repeat};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
@@ -33,6 +33,22 @@ pub(crate) struct FlushSeries;
 #[derive(Message)]
 #[rtype(result = "u64")]
 pub(crate) struct StopSeries;
+
+impl Scoped for Write {
+    fn object_hash(&self) -> u64 {
+        let e = self.event();
+        let r = &e.regarding;
+        object_hash([
+            e.reporting_controller.as_str(),
+            &e.reporting_instance,
+            &r.kind,
+            &r.namespace,
+            &r.name,
+            &r.uid,
+            &r.api_version,
+        ])
+    }
+}
 
 impl Coalesce for Write {
     /// A newer write of the same event replaces this one (not started): a CREATE absorbs a
@@ -209,6 +225,7 @@ impl KeyedWrites for SeriesActor {
         let Some(attempt) = self.writer.observed(key, health) else {
             return Settle::Done;
         };
+        let paced = self.writer.paced();
         let Some(job) = self.writer.head_mut(key) else {
             return Settle::Done;
         };
@@ -241,7 +258,9 @@ impl KeyedWrites for SeriesActor {
                 status
             }
             Step::Retry if attempt < self.retry.attempts() => {
-                let delay = self.retry.delay(attempt + 1, out.result.as_ref().err());
+                let delay = self
+                    .retry
+                    .delay(attempt + 1, out.result.as_ref().err(), paced);
                 tracing::debug!(
                     event = %key, attempt, ?delay, reason = reason.as_str(),
                     error = ?out.result.as_ref().err(),

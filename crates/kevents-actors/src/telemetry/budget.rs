@@ -1,10 +1,12 @@
-//! What a write budget counts: writes deferred (by reason), Retry-After pauses, circuit
-//! openings and probes, and whether the circuit is open now.
+//! What a write budget counts: writes deferred (by reason), 429s by the limit they name,
+//! pauses, circuit openings and probes, whether the circuit is open now, and the adaptive
+//! rate and writes-in-flight limit.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::counter::Counter;
 use super::names;
+use crate::budget::Limit;
 use crate::stats::BudgetSnapshot;
 
 /// Why a write had to wait before its request.
@@ -16,6 +18,8 @@ pub(crate) enum Deferral {
     RetryAfter,
     /// The circuit is open.
     Circuit,
+    /// As many writes are in flight as the adaptive limit allows.
+    InFlight,
 }
 
 /// Counters of one write budget (shared by every sink that uses it).
@@ -25,11 +29,18 @@ pub(crate) struct BudgetCounters {
     deferred_rate: Counter,
     deferred_retry_after: Counter,
     deferred_circuit: Counter,
+    deferred_in_flight: Counter,
+    throttled: [Counter; 3],
     pauses: Counter,
     opens: Counter,
     probes: Counter,
     open: AtomicBool,
     open_gauge: metrics::Gauge,
+    /// The current rate and writes-in-flight limit, as f64 bits (infinite: none).
+    rate: AtomicU64,
+    in_flight_limit: AtomicU64,
+    rate_gauge: metrics::Gauge,
+    in_flight_gauge: metrics::Gauge,
 }
 
 impl BudgetCounters {
@@ -37,6 +48,7 @@ impl BudgetCounters {
     pub(crate) fn new(name: &str) -> Self {
         let n = name.to_owned();
         let deferred = |r: &'static str| metrics::counter!(names::BUDGET_DEFERRED, "budget" => n.clone(), "reason" => r);
+        let throttled = |l: &'static str| metrics::counter!(names::BUDGET_THROTTLED, "budget" => n.clone(), "limit" => l);
         let open_gauge = metrics::gauge!(names::CIRCUIT_OPEN, "budget" => n.clone());
         open_gauge.set(0.0);
         Self::with(
@@ -45,11 +57,19 @@ impl BudgetCounters {
                 deferred("rate"),
                 deferred("retry_after"),
                 deferred("circuit"),
+                deferred("in_flight"),
+                throttled(Limit::Object.as_str()),
+                throttled(Limit::Namespace.as_str()),
+                throttled(Limit::Everything.as_str()),
                 metrics::counter!(names::BUDGET_PAUSES, "budget" => n.clone()),
                 metrics::counter!(names::CIRCUIT_OPENS, "budget" => n.clone()),
                 metrics::counter!(names::CIRCUIT_PROBES, "budget" => n.clone()),
             ],
-            open_gauge,
+            [
+                open_gauge,
+                metrics::gauge!(names::BUDGET_RATE, "budget" => n.clone()),
+                metrics::gauge!(names::BUDGET_IN_FLIGHT_LIMIT, "budget" => n.clone()),
+            ],
         )
     }
 
@@ -58,22 +78,40 @@ impl BudgetCounters {
         Self::with(
             name,
             std::array::from_fn(|_| metrics::Counter::noop()),
-            metrics::Gauge::noop(),
+            std::array::from_fn(|_| metrics::Gauge::noop()),
         )
     }
 
-    fn with(name: &str, c: [metrics::Counter; 6], open_gauge: metrics::Gauge) -> Self {
-        let [rate, retry_after, circuit, pauses, opens, probes] = c;
+    fn with(name: &str, c: [metrics::Counter; 10], g: [metrics::Gauge; 3]) -> Self {
+        let [
+            rate,
+            retry_after,
+            circuit,
+            in_flight,
+            t_obj,
+            t_ns,
+            t_all,
+            pauses,
+            opens,
+            probes,
+        ] = c;
+        let [open_gauge, rate_gauge, in_flight_gauge] = g;
         BudgetCounters {
             name: name.to_owned(),
             deferred_rate: Counter::new(rate),
             deferred_retry_after: Counter::new(retry_after),
             deferred_circuit: Counter::new(circuit),
+            deferred_in_flight: Counter::new(in_flight),
+            throttled: [Counter::new(t_obj), Counter::new(t_ns), Counter::new(t_all)],
             pauses: Counter::new(pauses),
             opens: Counter::new(opens),
             probes: Counter::new(probes),
             open: AtomicBool::new(false),
             open_gauge,
+            rate: AtomicU64::new(f64::INFINITY.to_bits()),
+            in_flight_limit: AtomicU64::new(f64::INFINITY.to_bits()),
+            rate_gauge,
+            in_flight_gauge,
         }
     }
 
@@ -87,12 +125,29 @@ impl BudgetCounters {
             Deferral::Rate => self.deferred_rate.add(1),
             Deferral::RetryAfter => self.deferred_retry_after.add(1),
             Deferral::Circuit => self.deferred_circuit.add(1),
+            Deferral::InFlight => self.deferred_in_flight.add(1),
         }
     }
 
-    /// A 429 paused every write of the budget.
+    /// A 429 naming `limit` was answered.
+    pub(crate) fn throttled(&self, limit: Limit) {
+        self.throttled[limit as usize].add(1);
+    }
+
+    /// A 429 paused writes (all, a namespace's or an object's).
     pub(crate) fn paused(&self) {
         self.pauses.add(1);
+    }
+
+    /// The adaptive rate and writes-in-flight limit now (infinite: none; a gauge shows
+    /// -1 then).
+    pub(crate) fn rate(&self, rate: f64, in_flight_limit: f64) {
+        self.rate.store(rate.to_bits(), Ordering::Relaxed);
+        self.in_flight_limit
+            .store(in_flight_limit.to_bits(), Ordering::Relaxed);
+        let shown = |v: f64| if v.is_finite() { v } else { -1.0 };
+        self.rate_gauge.set(shown(rate));
+        self.in_flight_gauge.set(shown(in_flight_limit));
     }
 
     /// The circuit opened (`true`) or closed.
@@ -115,6 +170,15 @@ impl BudgetCounters {
             deferred_rate: self.deferred_rate.get(),
             deferred_retry_after: self.deferred_retry_after.get(),
             deferred_circuit: self.deferred_circuit.get(),
+            deferred_in_flight: self.deferred_in_flight.get(),
+            throttled: self.throttled.iter().map(Counter::get).sum(),
+            throttled_scoped: self.throttled[Limit::Object as usize].get()
+                + self.throttled[Limit::Namespace as usize].get(),
+            rate: f64::from_bits(self.rate.load(Ordering::Relaxed)),
+            in_flight_limit: {
+                let l = f64::from_bits(self.in_flight_limit.load(Ordering::Relaxed));
+                l.is_finite().then_some(l as u32)
+            },
             pauses: self.pauses.get(),
             circuit_opens: self.opens.get(),
             probes: self.probes.get(),

@@ -42,11 +42,18 @@ pub(crate) const SERIES_OPEN: &str = "kevents_series_open";
 /// Gauge, label `sink`: tracked events now.
 pub(crate) const SERIES_ENTRIES: &str = "kevents_series_entries";
 
-/// Counter, labels `budget`, `reason` (`rate`, `retry_after`, `circuit`): writes that waited
+/// Counter, labels `budget`, `reason` (`rate`, `retry_after`, `circuit`, `in_flight`): writes that waited
 /// before their request.
 pub(crate) const BUDGET_DEFERRED: &str = "kevents_budget_deferred_total";
-/// Counter, label `budget`: 429 answers that paused every write of the budget.
+/// Counter, label `budget`: 429 answers that started or extended a pause.
 pub(crate) const BUDGET_PAUSES: &str = "kevents_budget_pauses_total";
+/// Counter, labels `budget`, `limit` (`everything`, `namespace`, `source_and_object`): 429
+/// answers, by the limit they name.
+pub(crate) const BUDGET_THROTTLED: &str = "kevents_budget_throttled_total";
+/// Gauge, label `budget`: the rate the budget sends at now (writes per second; -1: none).
+pub(crate) const BUDGET_RATE: &str = "kevents_budget_rate";
+/// Gauge, label `budget`: writes in flight at most now (-1: no limit).
+pub(crate) const BUDGET_IN_FLIGHT_LIMIT: &str = "kevents_budget_in_flight_limit";
 /// Counter, label `budget`: times the circuit opened.
 pub(crate) const CIRCUIT_OPENS: &str = "kevents_circuit_opens_total";
 /// Counter, label `budget`: probe writes sent while the circuit was open.
@@ -62,7 +69,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 23] = [
+pub(crate) const ALL: [(&str, Kind, &str); 26] = [
     (
         RECORDED,
         Kind::Counter,
@@ -152,12 +159,27 @@ pub(crate) const ALL: [(&str, Kind, &str); 23] = [
     (
         BUDGET_DEFERRED,
         Kind::Counter,
-        "Writes that waited before their request, by reason (rate, retry_after, circuit).",
+        "Writes that waited before their request, by reason (rate, retry_after, circuit, in_flight).",
     ),
     (
         BUDGET_PAUSES,
         Kind::Counter,
-        "429 answers with which the apiserver paused every write of the budget.",
+        "429 answers that started or extended a pause of writes.",
+    ),
+    (
+        BUDGET_THROTTLED,
+        Kind::Counter,
+        "429 answers, by the limit they name (everything, namespace, source_and_object).",
+    ),
+    (
+        BUDGET_RATE,
+        Kind::Gauge,
+        "The rate a write budget sends at now, in writes per second (-1: no rate limit).",
+    ),
+    (
+        BUDGET_IN_FLIGHT_LIMIT,
+        Kind::Gauge,
+        "Writes in flight at most now under a write budget (-1: no limit).",
     ),
     (
         CIRCUIT_OPENS,

@@ -27,7 +27,7 @@ use actix::prelude::*;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use crate::budget::{Admit, Health, WriteBudget};
+use crate::budget::{Admit, Health, Permit, Scoped, WriteBudget, WriteScope};
 use crate::fast_map::FastMap;
 use crate::message::{DeliverySlot, ReleasedSlots};
 
@@ -45,8 +45,8 @@ pub(crate) struct Job<W> {
     pub(crate) span: tracing::Span,
     /// The watcher queue slot this write holds, if any.
     slot: Option<DeliverySlot>,
-    /// The current attempt is the budget's circuit probe.
-    probe: bool,
+    /// The budget's permit of the current attempt (until its answer is reported).
+    permit: Option<Permit>,
     /// Waiting for the budget (counted once per wait).
     deferred: bool,
 }
@@ -62,6 +62,14 @@ pub(crate) trait Coalesce: Sized {
 struct KeyQueue<W> {
     jobs: VecDeque<Job<W>>,
     active: bool,
+}
+
+/// Where a write to `key` (`namespace/name`) goes, as the apiserver's limits see it.
+fn scope<'a, W: Scoped>(key: &'a Key, write: &W) -> WriteScope<'a> {
+    WriteScope {
+        namespace: key.split_once('/').map_or("", |(ns, _)| ns),
+        object: write.object_hash(),
+    }
 }
 
 /// `key`'s head write in `keys`.
@@ -135,7 +143,7 @@ impl<W> KeyedWriter<W> {
             delay: None,
             span: tracing::Span::none(),
             slot,
-            probe: false,
+            permit: None,
             deferred: false,
         };
         self.len += 1;
@@ -207,11 +215,15 @@ impl<W> KeyedWriter<W> {
     /// Tells the budget what the answer to `key`'s current attempt says about the apiserver
     /// and returns the attempts the head write made; `None` (nothing reported) if `key` has
     /// no write.
-    pub(crate) fn observed(&mut self, key: &Key, health: Health) -> Option<u32> {
+    pub(crate) fn observed(&mut self, key: &Key, health: Health) -> Option<u32>
+    where
+        W: Scoped,
+    {
         let job = head(&mut self.keys, key)?;
-        let probe = std::mem::take(&mut job.probe);
         let attempts = job.attempts;
-        self.budget.report(probe, health);
+        if let Some(permit) = job.permit.take() {
+            self.budget.report(permit, health, scope(key, &job.write));
+        }
         Some(attempts)
     }
 
@@ -224,6 +236,10 @@ impl<W> KeyedWriter<W> {
         for (k, q) in &mut self.keys {
             if q.active {
                 q.active = false;
+                if let Some(job) = q.jobs.front_mut() {
+                    // Its attempt was dropped unanswered: no longer in flight.
+                    job.permit = None;
+                }
                 requeue.push(Arc::clone(k));
             }
         }
@@ -242,6 +258,11 @@ impl<W> KeyedWriter<W> {
         self.active = 0;
         self.len = 0;
         n
+    }
+
+    /// Whether an enabled budget paces the attempts (a 429 pauses them until it allows).
+    pub(crate) fn paced(&self) -> bool {
+        self.budget.is_enabled()
     }
 
     /// Writes queued or in flight.
@@ -275,7 +296,7 @@ pub(crate) enum Settle {
 /// A sink chain driven by the engine.
 pub(crate) trait KeyedWrites: Actor<Context = Context<Self>> {
     /// What is queued per key.
-    type Write;
+    type Write: Scoped;
     /// The result of one attempt.
     type Output: 'static;
     /// One attempt in progress (`Unpin`: polled once in place, spawned only if pending).
@@ -362,9 +383,9 @@ fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
             );
             return true;
         }
-        match budget.admit() {
-            Admit::Go { probe } => {
-                job.probe = probe;
+        match budget.admit(scope(&key, &job.write)) {
+            Admit::Go(permit) => {
+                job.permit = Some(permit);
                 job.deferred = false;
             }
             Admit::Wait(wait, why) => {

@@ -1,0 +1,796 @@
+//! The write budget of one apiserver ([`WriteBudget`]): the rate every sink writing to that
+//! apiserver draws from, adapted to the 429s it answers (`throttle.rs`); the pauses a 429
+//! imposes, scoped to what its limit covers (`limit.rs`); the writes in flight at once; and
+//! a circuit breaker that stops sending after consecutive transport errors or 5xx answers
+//! and probes until the server answers again.
+//!
+//! The budget only decides *when* a request may be made; the keyed writer engine
+//! (`writer/`) asks it before every attempt and waits on a timer (never blocking the actor)
+//! while it says no. Writes waiting for it have not started, so newer results for their
+//! events keep replacing them (coalescing): a throttled pipeline sends fewer, fresher writes.
+
+mod limit;
+mod throttle;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use kevents_core::SinkError;
+use tokio::time::Instant;
+
+use crate::stats::BudgetSnapshot;
+use crate::telemetry::{BudgetCounters, Deferral};
+pub(crate) use limit::{Limit, Scoped, WriteScope, object_hash};
+use throttle::Throttle;
+
+/// Writes per second of the default budget.
+pub const DEFAULT_BUDGET_QPS: u32 = 200;
+/// Burst of the default budget.
+pub const DEFAULT_BUDGET_BURST: u32 = 1000;
+
+/// Namespaces with a bucket of their own (after a `Namespace` 429) and objects paused by a
+/// `SourceAndObject` 429, at most: a budget's memory stays bounded whatever the server says.
+const MAX_SCOPES: usize = 4096;
+/// The circuit breaker of a [`WriteBudget`].
+///
+/// ```
+/// use kevents_actors::BreakerOptions;
+/// use std::time::Duration;
+/// let b = BreakerOptions::default();
+/// assert_eq!((b.failures, b.probe_interval, b.max_probe_interval),
+///            (5, Duration::from_secs(1), Duration::from_secs(30)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakerOptions {
+    /// Consecutive failed requests (transport errors, timeouts, 5xx) that open the circuit;
+    /// 0 disables the breaker.
+    pub failures: u32,
+    /// Wait before the first probe once the circuit is open; doubled after each failed probe.
+    pub probe_interval: Duration,
+    /// Upper bound of the wait between probes.
+    pub max_probe_interval: Duration,
+}
+
+impl Default for BreakerOptions {
+    fn default() -> Self {
+        BreakerOptions {
+            failures: 5,
+            probe_interval: Duration::from_secs(1),
+            max_probe_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Options of a [`WriteBudget`].
+///
+/// ```
+/// use kevents_actors::{BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS};
+/// let o = BudgetOptions::default();
+/// assert_eq!((o.qps, o.burst, o.adaptive), (DEFAULT_BUDGET_QPS, DEFAULT_BUDGET_BURST, true));
+/// // Pinned to a known EventRateLimit setting (Namespace qps 50, burst 100): a little
+/// // below it, and no adaptation.
+/// let pinned = BudgetOptions { qps: 45, burst: 90, adaptive: false, ..BudgetOptions::default() };
+/// # let _ = pinned;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetOptions {
+    /// Sustained requests per second at most (0: no rate limit, and no adaptation).
+    pub qps: u32,
+    /// Requests that may be made at once above the rate (at least 1).
+    pub burst: u32,
+    /// Adapt to 429s (the default): lower the rate and the writes in flight on a 429,
+    /// raise them slowly while writes are accepted, never above `qps` (see
+    /// [`WriteBudget`]). `false` pins the rate at `qps`.
+    pub adaptive: bool,
+    /// Pause after a 429 without `Retry-After` when not adaptive (adaptive: the emptied
+    /// bucket paces the next write), and of a source and object after a `SourceAndObject`
+    /// 429.
+    pub default_retry_after: Duration,
+    /// Longest pause a `Retry-After` imposes.
+    pub max_retry_after: Duration,
+    /// The circuit breaker.
+    pub breaker: BreakerOptions,
+}
+
+impl Default for BudgetOptions {
+    fn default() -> Self {
+        BudgetOptions {
+            qps: DEFAULT_BUDGET_QPS,
+            burst: DEFAULT_BUDGET_BURST,
+            adaptive: true,
+            default_retry_after: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(60),
+            breaker: BreakerOptions::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Circuit {
+    Closed,
+    /// No request until `next_probe`.
+    Open {
+        next_probe: Instant,
+        interval: Duration,
+    },
+    /// One probe in flight since `since`.
+    Probing {
+        since: Instant,
+        interval: Duration,
+    },
+}
+
+#[derive(Debug)]
+struct State {
+    /// Every write's bucket.
+    all: Throttle,
+    /// Buckets of namespaces a `Namespace` 429 was scoped to.
+    namespaces: HashMap<Box<str>, Throttle>,
+    /// Objects a `SourceAndObject` 429 paused, until when.
+    objects: HashMap<u64, Instant>,
+    /// Writes in flight at most (adaptive; infinite until the first 429).
+    in_flight_limit: f64,
+    failures: u32,
+    circuit: Circuit,
+}
+
+struct Inner {
+    enabled: bool,
+    options: BudgetOptions,
+    state: Mutex<State>,
+    /// Admitted requests not yet reported (their [`Permit`]s alive).
+    in_flight: AtomicU32,
+    counters: BudgetCounters,
+}
+
+/// What an admitted request holds until its answer is reported: the epochs it was admitted
+/// in (a 429 decreases a rate once per epoch), and its place among the writes in flight.
+pub(crate) struct Permit {
+    /// It is the circuit's probe.
+    pub(crate) probe: bool,
+    epoch: u64,
+    namespace_epoch: Option<u64>,
+    inner: Option<Arc<Inner>>,
+}
+
+impl fmt::Debug for Permit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("probe", &self.probe)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some(inner) = &self.inner {
+            inner.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether an attempt may start now.
+#[derive(Debug)]
+pub(crate) enum Admit {
+    /// Make the request, holding the permit until its answer is reported.
+    Go(Permit),
+    /// Ask again after this long.
+    Wait(Duration, Deferral),
+}
+
+/// What a request's answer says about the apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Health {
+    /// It answered (success, or an error that is about the request: 4xx other than 429).
+    Answered,
+    /// It did not answer, or answered 5xx.
+    Failed,
+    /// 429, with its `Retry-After` and the limit it names.
+    Throttled(Option<Duration>, Limit),
+}
+
+impl Health {
+    /// Classifies one request's result.
+    pub(crate) fn of<T>(result: &Result<T, SinkError>) -> Health {
+        match result {
+            Ok(_) => Health::Answered,
+            Err(e @ SinkError::Status(s)) if s.code == 429 => {
+                Health::Throttled(e.retry_after(), Limit::of_message(&s.message))
+            }
+            Err(SinkError::Status(s)) if s.code >= 500 => Health::Failed,
+            Err(SinkError::Transport(_) | SinkError::Timeout(_)) => Health::Failed,
+            Err(_) => Health::Answered,
+        }
+    }
+}
+
+/// The write budget of one apiserver, shared by every sink (core/v1 and events.k8s.io/v1
+/// chains, of one pipeline or several) that writes to it: clone the handle and give it to
+/// each ([`SinkOptions::budget`](crate::SinkOptions::budget),
+/// [`SeriesSinkOptions::budget`](crate::SeriesSinkOptions::budget),
+/// [`PipelineBuilder::write_budget`](crate::PipelineBuilder::write_budget)). Without one, each
+/// pipeline builder makes one with [`BudgetOptions::default`], named `default`, shared by
+/// its chains. Several processes writing to one apiserver each adapt on their own and
+/// share its limit.
+///
+/// * **Rate**: a token bucket of `qps` requests per second and `burst` at once (one token per
+///   attempt, retries included). A write that finds no token waits (counted
+///   `deferred_rate`) and keeps absorbing newer results for its event.
+/// * **Adaptive** (the default): a 429 lowers the rate (once per round trip, to 95 % of the
+///   rate the server was measured to accept, between half and 90 % of the current one) and
+///   halves the writes in flight; while writes are accepted the rate grows by 5 % per
+///   second and the writes in flight by one per round, up to `qps` (AIMD; the constants and
+///   why are in `budget/throttle.rs` and `docs/semantics.md`). [`BudgetSnapshot::rate`] is
+///   the current rate (metric `kevents_budget_rate`).
+/// * **429, scoped**: the `EventRateLimit` plugin names the limit that refused a write. A
+///   `Namespace` limit's 429 lowers and pauses only that namespace's writes (a bucket of its
+///   own, adaptive); a `SourceAndObject` one pauses that source and object's writes for
+///   `default_retry_after`; `User`, `Server` and 429s naming no limit (API Priority and
+///   Fairness, max-in-flight) apply to every write. A `Retry-After` is honoured (within
+///   `max_retry_after`) as a pause of what the 429 covers; a pinned budget pauses for
+///   `default_retry_after` without one.
+/// * **Circuit breaker**: after `breaker.failures` consecutive transport errors, timeouts or
+///   5xx answers the circuit opens (logged at warn): no request is made, except one probe
+///   after `probe_interval` (doubled after each failed probe, at most `max_probe_interval`);
+///   the first answer closes it (logged at info).
+///
+/// ```
+/// use kevents_actors::{BudgetOptions, Pipeline, SinkOptions, WriteBudget};
+/// use kevents_core::EventSource;
+/// use kevents_sim::MemoryApiServer;
+///
+/// # #[actix::main] async fn main() {
+/// let api = MemoryApiServer::new();
+/// let budget = WriteBudget::new("apiserver", BudgetOptions { qps: 50, burst: 100, ..Default::default() });
+/// // Two pipelines writing to the same apiserver share one budget.
+/// let a = Pipeline::builder(EventSource::new("a", "node")).write_budget(budget.clone())
+///     .sink("api", api.clone(), SinkOptions::default()).start();
+/// let b = Pipeline::builder(EventSource::new("b", "node"))
+///     .sink("api", api.clone(), SinkOptions { budget: Some(budget.clone()), ..Default::default() })
+///     .start();
+/// assert_eq!(budget.snapshot().circuit_opens, 0);
+/// assert_eq!(budget.snapshot().rate, 50.0);
+/// # let _ = (a.shutdown(std::time::Duration::from_secs(1)).await, b.shutdown(std::time::Duration::from_secs(1)).await);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct WriteBudget(Arc<Inner>);
+
+impl fmt::Debug for WriteBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteBudget")
+            .field("name", &self.name())
+            .field("enabled", &self.0.enabled)
+            .field("options", &self.0.options)
+            .finish()
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl WriteBudget {
+    /// A budget named `name` (the `budget` label of its metrics).
+    pub fn new(name: &str, options: BudgetOptions) -> Self {
+        Self::assemble(BudgetCounters::new(name), true, options)
+    }
+
+    /// No budget: no rate limit, no pause after 429, no circuit breaker (each write follows
+    /// its own retry policy only, as before budgets existed).
+    pub fn off() -> Self {
+        Self::assemble(
+            BudgetCounters::detached("off"),
+            false,
+            BudgetOptions {
+                qps: 0,
+                adaptive: false,
+                ..BudgetOptions::default()
+            },
+        )
+    }
+
+    fn assemble(counters: BudgetCounters, enabled: bool, options: BudgetOptions) -> Self {
+        let now = Instant::now();
+        let all = Throttle::new(options.qps, options.burst, options.adaptive, now);
+        counters.rate(all.rate(), f64::INFINITY);
+        WriteBudget(Arc::new(Inner {
+            enabled,
+            state: Mutex::new(State {
+                all,
+                namespaces: HashMap::new(),
+                objects: HashMap::new(),
+                in_flight_limit: f64::INFINITY,
+                failures: 0,
+                circuit: Circuit::Closed,
+            }),
+            options,
+            in_flight: AtomicU32::new(0),
+            counters,
+        }))
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.0.counters.name()
+    }
+
+    /// Whether it limits anything ([`WriteBudget::off`] does not).
+    pub fn is_enabled(&self) -> bool {
+        self.0.enabled
+    }
+
+    /// Its counters now.
+    pub fn snapshot(&self) -> BudgetSnapshot {
+        self.0.counters.snapshot()
+    }
+
+    /// Whether `other` is the same budget (a clone of this handle).
+    pub fn same(&self, other: &WriteBudget) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub(crate) fn counters(&self) -> &BudgetCounters {
+        &self.0.counters
+    }
+
+    fn permit(&self, probe: bool, epoch: u64, namespace_epoch: Option<u64>) -> Permit {
+        self.0.in_flight.fetch_add(1, Ordering::Relaxed);
+        Permit {
+            probe,
+            epoch,
+            namespace_epoch,
+            inner: Some(Arc::clone(&self.0)),
+        }
+    }
+
+    /// May a request of a write to `scope` start now? A `Go` uses one token of each bucket
+    /// that applies (or is the circuit's probe).
+    pub(crate) fn admit(&self, scope: WriteScope<'_>) -> Admit {
+        if !self.0.enabled {
+            return Admit::Go(Permit {
+                probe: false,
+                epoch: 0,
+                namespace_epoch: None,
+                inner: None,
+            });
+        }
+        let now = Instant::now();
+        let max_probe = self.0.options.breaker.max_probe_interval;
+        let mut st = lock(&self.0.state);
+        match st.circuit {
+            Circuit::Closed => {}
+            Circuit::Open {
+                next_probe,
+                interval,
+            } => {
+                if now < next_probe {
+                    return Admit::Wait(next_probe - now, Deferral::Circuit);
+                }
+                st.circuit = Circuit::Probing {
+                    since: now,
+                    interval,
+                };
+                self.0.counters.probe();
+                tracing::debug!(budget = %self.name(), "circuit open: sending a probe write");
+                let epoch = st.all.epoch();
+                drop(st);
+                return Admit::Go(self.permit(true, epoch, None));
+            }
+            Circuit::Probing { since, interval } => {
+                // A probe that never reports (its sink stopped) is replaced after a while.
+                let stale = max_probe.max(interval);
+                if now.saturating_duration_since(since) >= stale {
+                    st.circuit = Circuit::Probing {
+                        since: now,
+                        interval,
+                    };
+                    self.0.counters.probe();
+                    let epoch = st.all.epoch();
+                    drop(st);
+                    return Admit::Go(self.permit(true, epoch, None));
+                }
+                return Admit::Wait(interval.min(Duration::from_millis(100)), Deferral::Circuit);
+            }
+        }
+        if let Some(&until) = st.objects.get(&scope.object) {
+            if now < until {
+                return Admit::Wait(until - now, Deferral::RetryAfter);
+            }
+            st.objects.remove(&scope.object);
+        }
+        if let Some((wait, why)) = st.all.wait(now) {
+            return Admit::Wait(wait, why);
+        }
+        if let Some((wait, why)) = st
+            .namespaces
+            .get_mut(scope.namespace)
+            .and_then(|ns| ns.wait(now))
+        {
+            return Admit::Wait(wait, why);
+        }
+        if f64::from(self.0.in_flight.load(Ordering::Relaxed)) >= st.in_flight_limit {
+            return Admit::Wait(Duration::from_millis(10), Deferral::InFlight);
+        }
+        let namespace_epoch = st.namespaces.get_mut(scope.namespace).map(|ns| {
+            ns.take();
+            ns.epoch()
+        });
+        st.all.take();
+        let epoch = st.all.epoch();
+        drop(st);
+        Admit::Go(self.permit(false, epoch, namespace_epoch))
+    }
+
+    /// Learns from the answer to a request admitted with `permit` for a write to `scope`.
+    pub(crate) fn report(&self, permit: Permit, health: Health, scope: WriteScope<'_>) {
+        if !self.0.enabled {
+            return;
+        }
+        let now = Instant::now();
+        let o = &self.0.options;
+        let mut st = lock(&self.0.state);
+        let answered = match health {
+            Health::Answered => {
+                st.all.answered(now, permit.epoch);
+                if let (Some(e), Some(ns)) = (
+                    permit.namespace_epoch,
+                    st.namespaces.get_mut(scope.namespace),
+                ) {
+                    ns.answered(now, e);
+                }
+                if st.in_flight_limit.is_finite() {
+                    st.in_flight_limit += 1.0 / st.in_flight_limit;
+                    if st.in_flight_limit > 4096.0 {
+                        st.in_flight_limit = f64::INFINITY;
+                    }
+                }
+                self.0.counters.rate(st.all.rate(), st.in_flight_limit);
+                true
+            }
+            Health::Throttled(retry_after, limit) => {
+                self.throttled(&mut st, now, &permit, retry_after, limit, scope);
+                true
+            }
+            Health::Failed => false,
+        };
+        if answered {
+            st.failures = 0;
+            if st.circuit != Circuit::Closed {
+                st.circuit = Circuit::Closed;
+                self.0.counters.circuit(false);
+                tracing::info!(budget = %self.name(), "apiserver answers again: circuit closed, writes resume");
+            }
+            return;
+        }
+        st.failures = st.failures.saturating_add(1);
+        match st.circuit {
+            Circuit::Probing { interval, .. } if permit.probe => {
+                let interval = (interval * 2).min(o.breaker.max_probe_interval);
+                st.circuit = Circuit::Open {
+                    next_probe: now + interval,
+                    interval,
+                };
+                tracing::debug!(budget = %self.name(), next_probe = ?interval,
+                    "probe write failed: circuit stays open");
+            }
+            Circuit::Closed if o.breaker.failures > 0 && st.failures >= o.breaker.failures => {
+                let interval = o.breaker.probe_interval.min(o.breaker.max_probe_interval);
+                st.circuit = Circuit::Open {
+                    next_probe: now + interval,
+                    interval,
+                };
+                self.0.counters.circuit(true);
+                tracing::warn!(budget = %self.name(), failures = st.failures, probe_in = ?interval,
+                    "apiserver failing: circuit open, writes wait (events keep coalescing) until a probe succeeds");
+            }
+            _ => {}
+        }
+    }
+
+    /// A 429: lowers and pauses what its limit covers.
+    fn throttled(
+        &self,
+        st: &mut State,
+        now: Instant,
+        permit: &Permit,
+        retry_after: Option<Duration>,
+        limit: Limit,
+        scope: WriteScope<'_>,
+    ) {
+        let o = &self.0.options;
+        self.0.counters.throttled(limit);
+        let scoped = match limit {
+            Limit::Object => {
+                if st.objects.len() >= MAX_SCOPES {
+                    st.objects.retain(|_, until| *until > now);
+                }
+                (st.objects.len() < MAX_SCOPES).then(|| {
+                    let d = retry_after
+                        .unwrap_or(o.default_retry_after)
+                        .min(o.max_retry_after);
+                    let until = now + d;
+                    let e = st.objects.entry(scope.object).or_insert(until);
+                    *e = (*e).max(until);
+                    Some(d)
+                })
+            }
+            Limit::Namespace => {
+                if !st.namespaces.contains_key(scope.namespace) && st.namespaces.len() >= MAX_SCOPES
+                {
+                    st.namespaces.retain(|_, t| !t.is_settled(now));
+                }
+                if st.namespaces.len() < MAX_SCOPES || st.namespaces.contains_key(scope.namespace) {
+                    let all = &st.all;
+                    let (ns, epoch) = match st.namespaces.get_mut(scope.namespace) {
+                        Some(ns) => (ns, permit.namespace_epoch.unwrap_or(u64::MAX)),
+                        None => {
+                            let fresh = Throttle::scoped(all, now);
+                            let e = fresh.epoch();
+                            (
+                                st.namespaces.entry(scope.namespace.into()).or_insert(fresh),
+                                e,
+                            )
+                        }
+                    };
+                    Some(ns.throttled(
+                        now,
+                        epoch,
+                        retry_after,
+                        o.default_retry_after,
+                        o.max_retry_after,
+                    ))
+                } else {
+                    None
+                }
+            }
+            Limit::Everything => None,
+        };
+        let pause = match scoped {
+            Some(pause) => pause,
+            // Everything, or a scope beyond the bound: the whole budget.
+            None => {
+                let before = st.all.epoch();
+                let pause = st.all.throttled(
+                    now,
+                    permit.epoch,
+                    retry_after,
+                    o.default_retry_after,
+                    o.max_retry_after,
+                );
+                if st.all.epoch() != before {
+                    // Half the writes in flight now (this one's included), at least one.
+                    let in_flight = f64::from(self.0.in_flight.load(Ordering::Relaxed));
+                    st.in_flight_limit = (in_flight * 0.5).max(1.0);
+                }
+                pause
+            }
+        };
+        self.0.counters.rate(st.all.rate(), st.in_flight_limit);
+        if let Some(d) = pause {
+            self.0.counters.paused();
+            tracing::info!(budget = %self.name(), retry_after = ?d, limit = limit.as_str(),
+                "apiserver answered 429: pausing the writes its limit covers");
+        } else {
+            tracing::debug!(budget = %self.name(), limit = limit.as_str(),
+                rate = st.all.rate(), "apiserver answered 429: write rate lowered");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevents_core::Status;
+
+    fn status(code: u16, retry_after: Option<u64>) -> SinkError {
+        let mut s = Status::failure(code, "X", "x");
+        s.retry_after = retry_after.map(Duration::from_secs);
+        SinkError::Status(Box::new(s))
+    }
+
+    const NS: WriteScope<'static> = WriteScope {
+        namespace: "ns",
+        object: 1,
+    };
+
+    fn go(b: &WriteBudget, scope: WriteScope<'_>) -> Permit {
+        match b.admit(scope) {
+            Admit::Go(p) => p,
+            w => panic!("expected a go, got {w:?}"),
+        }
+    }
+
+    fn waits(b: &WriteBudget, scope: WriteScope<'_>) -> (Duration, Deferral) {
+        match b.admit(scope) {
+            Admit::Wait(d, why) => (d, why),
+            Admit::Go(p) => panic!("expected a wait, got {p:?}"),
+        }
+    }
+
+    fn limited(limit: &str) -> Health {
+        let message = format!("Too many requests: limit reached on type {limit} for key k");
+        let mut s = Status::failure(429, "TooManyRequests", &message);
+        s.retry_after = None;
+        Health::of::<()>(&Err(SinkError::Status(Box::new(s))))
+    }
+
+    #[test]
+    fn health_of_answers() {
+        assert_eq!(Health::of::<()>(&Ok(())), Health::Answered);
+        assert_eq!(
+            Health::of::<()>(&Err(status(429, Some(3)))),
+            Health::Throttled(Some(Duration::from_secs(3)), Limit::Everything)
+        );
+        assert_eq!(
+            limited("Namespace"),
+            Health::Throttled(None, Limit::Namespace)
+        );
+        assert_eq!(Health::of::<()>(&Err(status(503, None))), Health::Failed);
+        assert_eq!(Health::of::<()>(&Err(status(422, None))), Health::Answered);
+        assert_eq!(
+            Health::of::<()>(&Err(SinkError::Transport("reset".into()))),
+            Health::Failed
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_follows_tokio_time() {
+        let b = WriteBudget::new(
+            "t",
+            BudgetOptions {
+                qps: 10,
+                burst: 2,
+                ..Default::default()
+            },
+        );
+        drop(go(&b, NS));
+        drop(go(&b, NS));
+        let (d, why) = waits(&b, NS);
+        assert_eq!(why, Deferral::Rate);
+        assert!(d <= Duration::from_millis(100), "{d:?}");
+        tokio::time::advance(d).await;
+        drop(go(&b, NS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn breaker_opens_probes_and_closes() {
+        let b = WriteBudget::new(
+            "t",
+            BudgetOptions {
+                qps: 0,
+                ..Default::default()
+            },
+        );
+        for _ in 0..5 {
+            let p = go(&b, NS);
+            assert!(!p.probe);
+            b.report(p, Health::Failed, NS);
+        }
+        assert!(b.snapshot().circuit_open);
+        assert_eq!(waits(&b, NS).1, Deferral::Circuit);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let probe = go(&b, NS);
+        assert!(probe.probe);
+        // One probe at a time.
+        assert_eq!(waits(&b, NS).1, Deferral::Circuit);
+        b.report(probe, Health::Failed, NS);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(waits(&b, NS).1, Deferral::Circuit);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let probe = go(&b, NS);
+        assert!(probe.probe);
+        b.report(probe, Health::Answered, NS);
+        assert!(!go(&b, NS).probe);
+        let s = b.snapshot();
+        assert_eq!((s.circuit_opens, s.probes, s.circuit_open), (1, 2, false));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_pauses_everything_it_covers() {
+        let b = WriteBudget::new("t", BudgetOptions::default());
+        let p = go(&b, NS);
+        b.report(
+            p,
+            Health::Throttled(Some(Duration::from_secs(3)), Limit::Everything),
+            NS,
+        );
+        assert_eq!(
+            waits(&b, NS),
+            (Duration::from_secs(3), Deferral::RetryAfter)
+        );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        drop(go(&b, NS));
+        assert_eq!(b.snapshot().pauses, 1);
+        assert!(matches!(WriteBudget::off().admit(NS), Admit::Go(_)));
+    }
+
+    /// A pinned budget keeps its rate and pauses `default_retry_after` after a 429 without
+    /// `Retry-After` (the budget before adaptation).
+    #[tokio::test(start_paused = true)]
+    async fn a_pinned_budget_keeps_its_rate() {
+        let b = WriteBudget::new(
+            "t",
+            BudgetOptions {
+                adaptive: false,
+                ..BudgetOptions::default()
+            },
+        );
+        let p = go(&b, NS);
+        b.report(p, limited("User"), NS);
+        assert_eq!(
+            waits(&b, NS),
+            (Duration::from_secs(1), Deferral::RetryAfter)
+        );
+        assert_eq!(b.snapshot().rate, 200.0);
+    }
+
+    /// A 429 lowers the rate once per round trip and halves the writes in flight; accepted
+    /// writes raise them again.
+    #[tokio::test(start_paused = true)]
+    async fn a_429_lowers_the_rate_and_the_writes_in_flight() {
+        let b = WriteBudget::new("t", BudgetOptions::default());
+        let permits: Vec<Permit> = (0..8).map(|_| go(&b, NS)).collect();
+        let mut permits = permits.into_iter();
+        b.report(permits.next().unwrap(), limited("Server"), NS);
+        let s = b.snapshot();
+        assert_eq!(s.rate, 100.0, "halved (no measurement yet)");
+        assert_eq!(s.in_flight_limit, Some(4), "8 in flight: half");
+        assert_eq!(s.throttled, 1);
+        // The other 429s of that round do not lower it again.
+        b.report(permits.next().unwrap(), limited("Server"), NS);
+        assert_eq!(b.snapshot().rate, 100.0);
+        // 6 still in flight, limit 4: the next write waits for one to end.
+        tokio::time::advance(Duration::from_millis(20)).await;
+        assert_eq!(waits(&b, NS).1, Deferral::InFlight);
+        for p in permits.by_ref().take(3) {
+            b.report(p, Health::Answered, NS);
+        }
+        drop(go(&b, NS));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        for p in permits {
+            b.report(p, Health::Answered, NS);
+        }
+        assert!(b.snapshot().rate > 100.0, "grows while writes are accepted");
+    }
+
+    /// A `Namespace` 429 pauses and lowers that namespace only; a `SourceAndObject` one
+    /// that object only; other namespaces and objects go on at the budget's rate.
+    #[tokio::test(start_paused = true)]
+    async fn scoped_limits_pause_only_what_they_cover() {
+        let b = WriteBudget::new("t", BudgetOptions::default());
+        let other_ns = WriteScope {
+            namespace: "other",
+            object: 2,
+        };
+        let p = go(&b, NS);
+        b.report(p, limited("Namespace"), NS);
+        // The namespace's own bucket is empty: its next write waits; the other goes.
+        assert_eq!(waits(&b, NS).1, Deferral::Rate);
+        drop(go(&b, other_ns));
+        assert_eq!(b.snapshot().rate, 200.0, "the budget's rate is unchanged");
+
+        let obj = WriteScope {
+            namespace: "objs",
+            object: 7,
+        };
+        let same_ns_other_object = WriteScope {
+            namespace: "objs",
+            object: 8,
+        };
+        let p = go(&b, obj);
+        b.report(p, limited("SourceAndObject"), obj);
+        assert_eq!(
+            waits(&b, obj),
+            (Duration::from_secs(1), Deferral::RetryAfter)
+        );
+        drop(go(&b, same_ns_other_object));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        drop(go(&b, obj));
+        assert_eq!(b.snapshot().throttled, 2);
+    }
+}

@@ -1,0 +1,421 @@
+//! One adaptive token bucket: the rate a write budget (or one namespace of it) sends at,
+//! lowered when the apiserver answers 429 and raised slowly while it accepts.
+//!
+//! **The choice.** An apiserver's event limits are token buckets too (EventRateLimit:
+//! `qps` and `burst` per server, namespace, user or source+object; APF: seats per priority
+//! level). Sending above the limit gets 429s; sending below it wastes time. The throttle
+//! is AIMD in *epochs*, with the decrease aimed at the rate the server was measured to
+//! accept:
+//!
+//! * A decrease starts an epoch. A 429 for a write admitted in an earlier epoch (sent at
+//!   the old rate, answered after the decrease) does not decrease again: one decrease per
+//!   round trip, as TCP's congestion window.
+//! * A 429 in the current epoch decreases the rate to 95 % of the rate the server accepted
+//!   during the epoch (answered writes over its length, when it lasted at least 250 ms:
+//!   right after a 429 the server's bucket is empty, so what it accepts after is its refill
+//!   rate), or else since the first 429 of this episode of throttling, kept between half
+//!   and 90 % of the current rate; without any measurement, to half.
+//! * Below 90 % of the rate the last decrease started from, every accepted write closes
+//!   5 % of the gap to it (a decrease without a measurement may undershoot: halving from
+//!   200 writes/s against a server of one write/s ends at 0.78). Above, every accepted
+//!   write grows the rate by 0.1 % of the rate set at the last decrease, up to the
+//!   configured rate: 5 % in 50 writes, whatever the rate (one second at 50
+//!   writes/s, 50 s at one write/s), so the server sees about one 429 per 50 to 100
+//!   writes once settled (growth per second would be a 429 per write at low rates).
+//! * The bucket's burst is 100 ms of the rate while it is below the configured one (the
+//!   configured burst once it is back), and a decrease empties it: after a 429 the next
+//!   write waits one token.
+//!
+//! Against EventRateLimit `Namespace 50/100` this settles at 45-50 writes/s after three
+//! decreases (200 -> 100 -> 50 -> 47.5) and then sees a 429 every few seconds; see
+//! `docs/semantics.md` ("Throttled and hardened clusters") for the measured figures.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::telemetry::Deferral;
+
+/// Never below this rate (writes per second): a bucket that has halved down to it still
+/// probes the server every 5 s.
+pub(crate) const MIN_RATE: f64 = 0.2;
+/// An epoch shorter than this is too short to measure the server's rate in.
+const MEASURE_AFTER: Duration = Duration::from_millis(250);
+/// Growth per accepted write, as a fraction of the rate set at the last decrease.
+const GROWTH: f64 = 0.001;
+/// The burst while adapted: this long at the current rate (at least one write).
+const ADAPTED_BURST: f64 = 0.1;
+
+/// The seconds of `d` as a float.
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// A token bucket whose rate adapts to 429s (see the module's documentation).
+#[derive(Debug, Clone)]
+pub(crate) struct Throttle {
+    adaptive: bool,
+    /// The configured rate and burst (the most it ever sends at); rate infinite: none.
+    ceiling: f64,
+    ceiling_burst: f64,
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+    paused_until: Option<Instant>,
+    epoch: u64,
+    epoch_start: Instant,
+    /// Writes admitted in this epoch and answered without a 429.
+    accepted: u64,
+    /// The first decrease since the rate was last at its ceiling, and the writes accepted
+    /// since (a measurement over several short epochs).
+    episode: Option<(Instant, u64)>,
+    /// Growth per accepted write since the last decrease.
+    step: f64,
+    /// The rate the last decrease started from.
+    before_decrease: f64,
+}
+
+impl Throttle {
+    /// A full bucket of `rate` writes per second (0: no rate limit) and `burst`, adaptive
+    /// or pinned.
+    pub(crate) fn new(rate: u32, burst: u32, adaptive: bool, now: Instant) -> Self {
+        let ceiling = if rate == 0 {
+            f64::INFINITY
+        } else {
+            f64::from(rate)
+        };
+        let burst = f64::from(burst.max(1));
+        Throttle {
+            // Without a rate there is nothing to adapt from.
+            adaptive: adaptive && ceiling.is_finite(),
+            ceiling,
+            ceiling_burst: burst,
+            rate: ceiling,
+            burst,
+            tokens: burst,
+            last: now,
+            paused_until: None,
+            epoch: 0,
+            epoch_start: now,
+            accepted: 0,
+            episode: None,
+            step: 0.0,
+            before_decrease: f64::INFINITY,
+        }
+    }
+
+    /// A bucket for a part of the budget (one namespace) that a 429 was scoped to: starts
+    /// at `from`'s current rate, adaptive.
+    pub(crate) fn scoped(from: &Throttle, now: Instant) -> Self {
+        Throttle {
+            adaptive: true,
+            rate: from.rate,
+            burst: from.burst,
+            tokens: from.burst,
+            ..Throttle::new(0, 1, true, now)
+        }
+        .with_ceiling(from.ceiling, from.ceiling_burst)
+    }
+
+    fn with_ceiling(mut self, ceiling: f64, burst: f64) -> Self {
+        self.ceiling = ceiling;
+        self.ceiling_burst = burst;
+        if !self.rate.is_finite() {
+            // A scope of an unlimited budget starts where a measurement will take it.
+            self.rate = 1000.0;
+            self.burst = 1000.0 * ADAPTED_BURST;
+        }
+        self
+    }
+
+    /// The current rate (writes per second; infinite: no limit).
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// The current epoch (changes at every decrease).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether it has come back to where it started and holds no pause (a scoped one can go).
+    pub(crate) fn is_settled(&self, now: Instant) -> bool {
+        self.rate >= self.ceiling && self.paused_until.is_none_or(|u| u <= now)
+    }
+
+    /// How long until a write may go; `None`: now (then call [`take`](Self::take)).
+    pub(crate) fn wait(&mut self, now: Instant) -> Option<(Duration, Deferral)> {
+        if let Some(until) = self.paused_until {
+            if now < until {
+                return Some((until - now, Deferral::RetryAfter));
+            }
+            self.paused_until = None;
+        }
+        if !self.rate.is_finite() {
+            return None;
+        }
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            return None;
+        }
+        let wait = Duration::from_secs_f64((1.0 - self.tokens) / self.rate);
+        Some((wait.max(Duration::from_millis(1)), Deferral::Rate))
+    }
+
+    /// Takes the token [`wait`](Self::wait) found.
+    pub(crate) fn take(&mut self) {
+        if self.rate.is_finite() {
+            self.tokens -= 1.0;
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let dt = secs(now.saturating_duration_since(self.last));
+        self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+        self.last = now;
+    }
+
+    /// A write admitted in `epoch` was answered (not 429): counted for the measurement,
+    /// and the rate grows.
+    pub(crate) fn answered(&mut self, now: Instant, epoch: u64) {
+        if epoch == self.epoch {
+            self.accepted += 1;
+        }
+        if let Some((_, n)) = &mut self.episode {
+            *n += 1;
+        }
+        if !self.adaptive || self.rate >= self.ceiling {
+            return;
+        }
+        self.refill(now);
+        let recovered = self.before_decrease * 0.9;
+        let step = if self.rate < recovered {
+            ((recovered - self.rate) * 0.05).max(self.step)
+        } else {
+            self.step
+        };
+        self.rate = (self.rate + step).min(self.ceiling);
+        self.burst = if self.rate >= self.ceiling {
+            self.episode = None;
+            self.ceiling_burst
+        } else {
+            (self.rate * ADAPTED_BURST).max(1.0)
+        };
+    }
+
+    /// A write admitted in `epoch` was answered 429 (`retry_after`: its header). Decreases
+    /// the rate (adaptive, once per epoch) and pauses for `retry_after`, or without one
+    /// for `default` when pinned (an adaptive bucket's emptied bucket is its pause).
+    /// Returns the pause it started or extended.
+    pub(crate) fn throttled(
+        &mut self,
+        now: Instant,
+        epoch: u64,
+        retry_after: Option<Duration>,
+        default: Duration,
+        max: Duration,
+    ) -> Option<Duration> {
+        if self.adaptive && epoch == self.epoch {
+            self.decrease(now);
+        }
+        let pause = match retry_after {
+            Some(d) => d.min(max),
+            None if !self.adaptive => default.min(max),
+            None => return None,
+        };
+        let until = now + pause;
+        if self.paused_until.is_none_or(|u| u < until) {
+            self.paused_until = Some(until);
+            return Some(pause);
+        }
+        None
+    }
+
+    fn decrease(&mut self, now: Instant) {
+        let rate_over = |since: Instant, accepted: u64| {
+            let elapsed = now.saturating_duration_since(since);
+            (elapsed >= MEASURE_AFTER && accepted > 0).then(|| accepted as f64 / secs(elapsed))
+        };
+        let measured = rate_over(self.epoch_start, self.accepted).or_else(|| {
+            self.episode
+                .and_then(|(since, accepted)| rate_over(since, accepted))
+        });
+        self.episode.get_or_insert((now, 0));
+        let base = self.rate;
+        self.before_decrease = base;
+        let target = match measured {
+            Some(m) => (m * 0.95).clamp(base * 0.5, base * 0.9),
+            None => base * 0.5,
+        };
+        self.rate = target.max(MIN_RATE);
+        self.step = self.rate * GROWTH;
+        self.burst = (self.rate * ADAPTED_BURST).max(1.0);
+        self.tokens = 0.0;
+        self.last = now;
+        self.epoch += 1;
+        self.epoch_start = now;
+        self.accepted = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Duration = Duration::from_secs(1);
+    const NO_RA: Option<Duration> = None;
+
+    fn at(base: Instant, ms: u64) -> Instant {
+        base + Duration::from_millis(ms)
+    }
+
+    /// Sends as fast as `t` allows for `secs` against a server bucket of `qps`/`burst`
+    /// (EventRateLimit's), answering at once; returns (accepted, rejected).
+    fn against_server(
+        t: &mut Throttle,
+        qps: f64,
+        burst: f64,
+        secs: u64,
+        base: Instant,
+    ) -> (u64, u64) {
+        let (mut accepted, mut rejected) = (0, 0);
+        let mut server = burst;
+        let mut last = base;
+        let mut now = base;
+        let end = base + Duration::from_secs(secs);
+        while now < end {
+            match t.wait(now) {
+                Some((d, _)) => now += d,
+                None => {
+                    t.take();
+                    let epoch = t.epoch();
+                    server = (server + secs_f(now - last) * qps).min(burst);
+                    last = now;
+                    if server >= 1.0 {
+                        server -= 1.0;
+                        accepted += 1;
+                        t.answered(now, epoch);
+                    } else {
+                        rejected += 1;
+                        t.throttled(now, epoch, NO_RA, SEC, 60 * SEC);
+                    }
+                    now += Duration::from_micros(100);
+                }
+            }
+        }
+        (accepted, rejected)
+    }
+
+    fn secs_f(d: Duration) -> f64 {
+        d.as_secs_f64()
+    }
+
+    #[test]
+    fn a_pinned_bucket_keeps_its_rate_and_pauses_on_429() {
+        let base = Instant::now();
+        let mut t = Throttle::new(10, 2, false, base);
+        assert!(t.wait(base).is_none());
+        t.take();
+        assert!(t.wait(base).is_none());
+        t.take();
+        let (d, why) = t.wait(base).unwrap();
+        assert_eq!(why, Deferral::Rate);
+        assert!(d <= Duration::from_millis(100), "{d:?}");
+        assert_eq!(t.throttled(base, 0, NO_RA, SEC, 60 * SEC), Some(SEC));
+        assert_eq!(t.rate(), 10.0, "pinned");
+        assert_eq!(t.wait(at(base, 500)).unwrap().1, Deferral::RetryAfter);
+        assert!(t.wait(at(base, 1000)).is_none());
+    }
+
+    #[test]
+    fn one_decrease_per_epoch_and_retry_after_honoured() {
+        let base = Instant::now();
+        let mut t = Throttle::new(200, 1000, true, base);
+        let e = t.epoch();
+        assert_eq!(t.throttled(base, e, NO_RA, SEC, 60 * SEC), None);
+        assert_eq!(t.rate(), 100.0, "halved without a measurement");
+        // More 429s of writes sent before the decrease: no further decrease.
+        t.throttled(base, e, NO_RA, SEC, 60 * SEC);
+        assert_eq!(t.rate(), 100.0);
+        // A Retry-After pauses, whatever the epoch.
+        assert_eq!(
+            t.throttled(base, e, Some(3 * SEC), SEC, 60 * SEC),
+            Some(3 * SEC)
+        );
+        assert_eq!(t.wait(at(base, 10)).unwrap().1, Deferral::RetryAfter);
+        // After the decrease the bucket is empty: the next write waits one token.
+        let (d, why) = t
+            .wait(at(base, 3000))
+            .unwrap_or((Duration::ZERO, Deferral::Rate));
+        assert!(
+            d <= Duration::from_millis(10) && why == Deferral::Rate,
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn the_decrease_aims_at_the_measured_rate_and_growth_is_slow() {
+        let base = Instant::now();
+        let mut t = Throttle::new(200, 1000, true, base);
+        t.throttled(base, 0, NO_RA, SEC, 60 * SEC);
+        assert_eq!(t.rate(), 100.0, "halved: nothing measured yet");
+        // 40 accepted over the epoch's first second (the rate recovering fast towards 90 %
+        // of 200 meanwhile): the server takes 40/s; 95 % of it is below half the rate the
+        // decrease starts from, so half of that.
+        for i in 0..40 {
+            t.answered(at(base, 25 * i), 1);
+        }
+        let before = t.rate();
+        assert!(before > 150.0, "5 % of the gap to 180 per write: {before}");
+        t.throttled(at(base, 1000), 1, NO_RA, SEC, 60 * SEC);
+        assert!((t.rate() - before * 0.5).abs() < 0.01, "{}", t.rate());
+        // A measurement within the band is taken: 95 % of it.
+        let mut t = Throttle::new(50, 100, true, base);
+        t.throttled(base, 0, NO_RA, SEC, 60 * SEC); // 25/s
+        for i in 0..40 {
+            t.answered(at(base, 25 * i), 1);
+        }
+        let before = t.rate();
+        t.throttled(at(base, 1000), 1, NO_RA, SEC, 60 * SEC);
+        assert!(
+            (t.rate() - 40.0 * 0.95).abs() < 0.01,
+            "{} from {before}",
+            t.rate()
+        );
+        // Above 90 % of where it was, growth is slow: 5 % of the new rate in 50 writes.
+        let r = t.rate();
+        for _ in 0..50 {
+            t.answered(at(base, 5000), t.epoch());
+        }
+        assert!((t.rate() - r * 1.05).abs() < 0.01, "{}", t.rate());
+    }
+
+    /// Against a server bucket of 50/s burst 100, starting at 200/s burst 1000: few 429s
+    /// and close to the server's rate over 20 s.
+    #[test]
+    fn converges_on_a_token_bucket_server() {
+        let base = Instant::now();
+        let mut t = Throttle::new(200, 1000, true, base);
+        let (accepted, rejected) = against_server(&mut t, 50.0, 100.0, 20, base);
+        eprintln!(
+            "50/100: {accepted} accepted, {rejected} rejected, rate {}",
+            t.rate()
+        );
+        // The bound: 100 + 50 * 20 = 1 100 writes in 20 s.
+        assert!(accepted as f64 >= 0.9 * 1100.0, "{accepted} accepted");
+        assert!(
+            rejected as f64 <= 0.03 * accepted as f64,
+            "{rejected} rejected of {accepted}"
+        );
+        // And a slow one (SourceAndObject-like 1/5).
+        let mut t = Throttle::new(200, 1000, true, base);
+        let (accepted, rejected) = against_server(&mut t, 1.0, 5.0, 60, base);
+        eprintln!(
+            "1/5: {accepted} accepted, {rejected} rejected, rate {}",
+            t.rate()
+        );
+        assert!(accepted >= 55, "{accepted} accepted of 65 possible");
+        assert!(rejected <= 12, "{rejected} rejected");
+    }
+}
