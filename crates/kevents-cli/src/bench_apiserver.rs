@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use kevents_actors::{Emit, Pipeline, RetryPolicy, SinkOptions};
-use kevents_core::{EventSource, EventType};
+use kevents_core::{Clock as _, EventSource, EventType, SystemClock};
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_sim::workload::Workload;
 use kevents_sim::{SimConfig, Simulator};
@@ -18,6 +18,7 @@ use crate::cluster::{
     self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink,
     validate_namespace, wait_idle,
 };
+use crate::verify::{self, Ledger, LedgerSink};
 
 /// Options of `kevents bench apiserver`.
 #[derive(Args, Debug, Clone)]
@@ -75,9 +76,23 @@ pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
             }
         };
         let sink = HttpSink::new(config).map_err(|e| Failure::new(FailureKind::Config, e))?;
+        let mut mismatched = 0;
         for _ in 0..args.runs {
             let result = run_once(&sink, &server, &args).await?;
             println!("{result}");
+            if result["stored_counts_ok"] != serde_json::Value::Bool(true) {
+                mismatched += 1;
+            }
+        }
+        if mismatched > 0 {
+            return Err(Failure::new(
+                FailureKind::Other,
+                format!(
+                    "{mismatched} of {} runs stored counts that differ from what was written or expected (see stderr)",
+                    args.runs
+                ),
+            )
+            .into());
         }
         Ok(())
     }))
@@ -115,15 +130,27 @@ async fn run_once(
         })
         .collect();
     let health = Arc::new(Health::default());
+    let ledger = Ledger::default();
+    let options = SinkOptions {
+        max_in_flight: args.max_in_flight,
+        ..SinkOptions::default()
+    };
+    let expected = verify::serial_by_identity(
+        EventSource::new("bench", "node"),
+        &occurrences,
+        SystemClock.now(),
+        options.correlator.clone(),
+        options.defer_spam_tails,
+    );
     // The library's defaults: coalesce-if-full queues, coalescing writes, the write budget.
     let pipeline = Pipeline::builder(EventSource::new("bench", "node"))
         .sink(
             "apiserver",
-            WatchedSink::new(sink.clone(), Arc::clone(&health)),
-            SinkOptions {
-                max_in_flight: args.max_in_flight,
-                ..SinkOptions::default()
-            },
+            WatchedSink::new(
+                LedgerSink::new(sink.clone(), ledger.clone()),
+                Arc::clone(&health),
+            ),
+            options,
         )
         .start();
     // The apiserver's own count of event writes, before and after (`None` where /metrics is
@@ -169,6 +196,24 @@ async fn run_once(
         )
     })?;
     let sum_count: i64 = stored.iter().map(|e| i64::from(e.count)).sum();
+    // What the server stored, against what the writes were answered and what client-go's
+    // serial path stores (by identity: names carry real instants): a count written lower
+    // than it should be is still a successful write, invisible to the counters.
+    let verified = verify::compare(
+        &verify::counts(&stored),
+        &ledger.counts(),
+        "the writes' answers",
+    )
+    .and_then(|()| {
+        verify::compare(
+            &verify::by_identity(&stored),
+            &expected,
+            "client-go's serial path over the workload",
+        )
+    });
+    if let Err(m) = &verified {
+        eprintln!("kevents bench apiserver: stored counts MISMATCH: {m}");
+    }
     let counted_by_apiserver = match (writes_before, event_writes(sink).await) {
         (Some(b), Some(a)) => Some(a.saturating_sub(b)),
         _ => None,
@@ -203,7 +248,12 @@ async fn run_once(
         "stored_events": stored.len(),
         "sum_count": sum_count,
         "deleted_before": deleted,
+        "expected_sum_count": verify::sum(&expected),
+        "stored_counts_ok": verified.is_ok(),
         "accounting_ok": t.check(w.n as u64).is_ok(),
+        // 429 answers, and the write budget's rate when the run ended.
+        "throttled": report.stats.budgets.iter().map(|b| b.throttled).sum::<u64>(),
+        "budget_rate": report.stats.budgets.first().map(|b| b.rate),
     }))
 }
 

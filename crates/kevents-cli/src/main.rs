@@ -11,6 +11,7 @@ mod counting_sink;
 mod demo;
 mod replay_cmd;
 mod sanitize;
+mod verify;
 
 use clap::{Parser, Subcommand};
 

@@ -41,6 +41,7 @@ use crate::cluster::{
     one_line,
 };
 use crate::sanitize;
+use crate::verify::{self, Ledger, LedgerSink};
 use scenario::Step;
 
 /// Options of `kevents demo`.
@@ -195,9 +196,13 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
         span / 60
     );
     let health = Arc::new(Health::default());
+    let ledger = Ledger::default();
     let played = play(
         &story,
-        &WatchedSink::new(sink.clone(), Arc::clone(&health)),
+        &WatchedSink::new(
+            LedgerSink::new(sink.clone(), ledger.clone()),
+            Arc::clone(&health),
+        ),
         &health,
         &clock,
         Duration::from_millis(args.pace_ms),
@@ -274,17 +279,35 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
             stored_sum
         )?;
     }
-    let accounted = accounting(&played);
+    drop(out);
+    let (side_by_side, in_memory) = compare(&story, start, played.emitted).await;
+    // The counters cannot see a count written lower than it should be (still one successful
+    // write): the stored counts are checked against what the sink was answered and against
+    // the same story's in-memory run, event by event.
+    let accounted = accounting(&played).and_then(|()| match &read {
+        Ok(events) => {
+            let stored = verify::counts(events);
+            verify::compare(&stored, &ledger.counts(), "the writes' answers")
+                .and_then(|()| {
+                    verify::compare(&stored, &in_memory, "the in-memory run of the story")
+                })
+                .map_err(|m| m.to_string())
+        }
+        Err(_) => Ok(()),
+    });
+    let mut out = std::io::stdout().lock();
     match &accounted {
         Ok(()) => writeln!(
             out,
-            "accounting: every occurrence is accounted for (emitted = queued + dropped; queued = spam-filtered + deferred + written + failed + superseded)"
+            "accounting: every occurrence is accounted for (emitted = queued + dropped; queued = spam-filtered + deferred + written + failed + superseded){}",
+            if read.is_ok() {
+                "; every stored count read back is the one written and the one the in-memory run stores"
+            } else {
+                ""
+            }
         )?,
         Err(e) => writeln!(out, "accounting: MISMATCH: {e}")?,
     }
-    drop(out);
-    let side_by_side = compare(&story, start, played.emitted).await;
-    let mut out = std::io::stdout().lock();
     write!(out, "{side_by_side}")?;
     drop(out);
     if let Target::Sim(sim) = target {
@@ -336,7 +359,9 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
 /// The story played again in memory (an in-process apiserver store, no pacing) under
 /// client-go's policies, kevents' defaults, and kevents' defaults with deferred spam tails:
 /// requests, events stored and the sum of their counts, side by side.
-async fn compare(story: &[Step], start: Time, emitted: u64) -> String {
+/// Also returns the counts the in-memory apiserver stores under kevents' defaults (the
+/// policies of the run itself), by `namespace/name`.
+async fn compare(story: &[Step], start: Time, emitted: u64) -> (String, verify::Counts) {
     use std::fmt::Write as _;
     let columns = [
         ("client-go policies", Policies::ClientGo),
@@ -344,6 +369,7 @@ async fn compare(story: &[Step], start: Time, emitted: u64) -> String {
         ("+ deferred tails", Policies::DeferredTails),
     ];
     let mut cells: Vec<[u64; 5]> = Vec::new();
+    let mut defaults = verify::Counts::new();
     for (_, policies) in columns {
         let api = MemoryApiServer::new();
         let health = Arc::new(Health::default());
@@ -359,6 +385,9 @@ async fn compare(story: &[Step], start: Time, emitted: u64) -> String {
         .await;
         let t = played.totals();
         let stored = api.list();
+        if policies == Policies::Defaults {
+            defaults = verify::counts(&stored);
+        }
         let sum: u64 = stored
             .iter()
             .map(|e| u64::try_from(e.count).unwrap_or(0))
@@ -395,7 +424,7 @@ async fn compare(story: &[Step], start: Time, emitted: u64) -> String {
         }
         out.push('\n');
     }
-    out
+    (out, defaults)
 }
 
 /// Every event of `namespace`, within [`READ_BACK_TIMEOUT`]; the error says why not.
