@@ -24,6 +24,11 @@
 #                           (default ${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver)
 #   KEVENTS_ETCD            etcd binary (default: etcd on PATH)
 #   KEVENTS_START_TIMEOUT   seconds to wait for readiness (default 60)
+#   KEVENTS_EVENT_RATE_LIMITS  enable the EventRateLimit admission plugin (as the CIS
+#                           benchmark asks) with these limits: space-separated TYPE:QPS:BURST,
+#                           TYPE one of Server, Namespace, User, SourceAndObject (e.g.
+#                           "Namespace:50:100"); the plugin's files are DIR/admission.yaml and
+#                           DIR/eventratelimit.yaml
 #   KEVENTS_APISERVER_OWN_CA=1  instead of kube-apiserver's self-signed certificate
 #                           (SANs: IP 127.0.0.1 but no "localhost"), generate a CA
 #                           (DIR/pki/ca.crt, then KEVENTS_APISERVER_CA) and a serving
@@ -204,6 +209,29 @@ if [ "${KEVENTS_APISERVER_OWN_CA:-0}" = 1 ]; then
     CA="$DIR/pki/ca.crt"
 fi
 
+# ------------------------------------------------------ EventRateLimit
+ADMISSION_FLAGS=()
+if [ -n "${KEVENTS_EVENT_RATE_LIMITS:-}" ]; then
+    {
+        echo "apiVersion: eventratelimit.admission.k8s.io/v1alpha1"
+        echo "kind: Configuration"
+        echo "limits:"
+        for spec in $KEVENTS_EVENT_RATE_LIMITS; do
+            IFS=: read -r type qps burst extra <<<"$spec"
+            case "$type" in Server|Namespace|User|SourceAndObject) ;; *)
+                echo "start.sh: KEVENTS_EVENT_RATE_LIMITS: unknown limit type in '$spec'" >&2; exit 2;; esac
+            [[ "$qps" =~ ^[0-9]+$ && "$burst" =~ ^[0-9]+$ && -z "$extra" ]] || {
+                echo "start.sh: KEVENTS_EVENT_RATE_LIMITS: '$spec' is not TYPE:QPS:BURST" >&2; exit 2; }
+            echo "- {type: $type, qps: $qps, burst: $burst}"
+        done
+    } >"$DIR/eventratelimit.yaml"
+    printf '%s\n' "apiVersion: apiserver.config.k8s.io/v1" "kind: AdmissionConfiguration" \
+        "plugins:" "- name: EventRateLimit" "  path: $DIR/eventratelimit.yaml" >"$DIR/admission.yaml"
+    ADMISSION_FLAGS=(--enable-admission-plugins=EventRateLimit
+        --admission-control-config-file="$DIR/admission.yaml")
+    log "EventRateLimit: $KEVENTS_EVENT_RATE_LIMITS"
+fi
+
 # --------------------------------------------------------- kube-apiserver
 start_apiserver() {
     PORT=$(free_port)
@@ -223,6 +251,7 @@ start_apiserver() {
         --service-account-key-file="$DIR/sa.pub" \
         --service-account-signing-key-file="$DIR/sa.key" \
         --service-cluster-ip-range=10.0.0.0/24 \
+        ${ADMISSION_FLAGS[@]+"${ADMISSION_FLAGS[@]}"} \
         ${TLS_FLAGS[@]+"${TLS_FLAGS[@]}"})
     local deadline=$((SECONDS + TIMEOUT)) out
     while [ "$SECONDS" -lt "$deadline" ]; do

@@ -204,6 +204,30 @@ impl RealApiserver {
     /// printing why (tests wrapped in [`real_apiserver_tests!`] are then ignored, unless run
     /// with `--ignored`, and should fail on `None`).
     pub fn start() -> Result<Option<Self>, TestkitError> {
+        Self::start_with(&[])
+    }
+
+    /// [`RealApiserver::start`] with the `EventRateLimit` admission plugin enabled with
+    /// `limits` (`(type, qps, burst)`, type one of `Server`, `Namespace`, `User`,
+    /// `SourceAndObject`), as a hardened cluster runs it (CIS Kubernetes benchmark 1.2.9).
+    ///
+    /// ```no_run
+    /// let server = kevents_testkit::RealApiserver::start_with_event_rate_limits(&[("Namespace", 50, 100)])
+    ///     .expect("starting kube-apiserver")
+    ///     .expect("kube-apiserver is provisioned");
+    /// assert!(server.state_dir().join("eventratelimit.yaml").exists());
+    /// ```
+    pub fn start_with_event_rate_limits(
+        limits: &[(&str, u32, u32)],
+    ) -> Result<Option<Self>, TestkitError> {
+        let spec: Vec<String> = limits
+            .iter()
+            .map(|(t, qps, burst)| format!("{t}:{qps}:{burst}"))
+            .collect();
+        Self::start_with(&[("KEVENTS_EVENT_RATE_LIMITS", spec.join(" "))])
+    }
+
+    fn start_with(env: &[(&str, String)]) -> Result<Option<Self>, TestkitError> {
         let bin = apiserver_binary();
         if !bin.exists() {
             if apiserver_required() {
@@ -224,6 +248,7 @@ impl RealApiserver {
         let out = Command::new("bash")
             .arg(&script)
             .arg(&state)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .output()
             .map_err(io(format!("running {}", script.display())))?;
         if !out.status.success() {

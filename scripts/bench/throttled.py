@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Workload `api` against a real kube-apiserver under EventRateLimit, kevents beside client-go.
+
+For each limit it starts an apiserver with the limit (scripts/apiserver/start.sh with
+KEVENTS_EVENT_RATE_LIMITS), then runs, interleaved, `kevents bench apiserver` and the client-go
+harness's `-mode apiserver` (each in a namespace of its own, so the Namespace and
+SourceAndObject limits do not carry over between runs), and prints one line per run and a
+summary: stored count sum (of 2 500), event writes answered 429, seconds, and the bound the
+limit sets, (writes - burst) / qps.
+
+  python3 scripts/bench/throttled.py --kevents target/release/kevents \
+      --oracle /tmp/evoracle-modern --runs 3 [--limit Namespace:50:100 ...] [--fleet 8]
+
+--fleet N runs N kevents processes at once against one Server limit (the last --limit, by
+default Server:100:200) instead, and reports each one's stored sum and time.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+START = os.path.join(HERE, "..", "apiserver", "start.sh")
+STOP = os.path.join(HERE, "..", "apiserver", "stop.sh")
+DEFAULT_LIMITS = ["Namespace:50:100", "User:20:50", "SourceAndObject:1:5"]
+
+
+def start(limit):
+    d = tempfile.mkdtemp(prefix="kevents-throttled-")
+    state = os.path.join(d, "state")
+    env = dict(os.environ, KEVENTS_EVENT_RATE_LIMITS=limit)
+    subprocess.run(["bash", START, state], env=env, check=True, stdout=subprocess.DEVNULL)
+    return d, state
+
+
+def stop(d, state):
+    subprocess.run(["bash", STOP, state], check=False, stdout=subprocess.DEVNULL)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def kubectl(kc, *args):
+    subprocess.run(["kubectl", "--kubeconfig", kc, *args], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def apiserver_writes(kc):
+    """429s and writes of events as the apiserver counted them (apiserver_request_total)."""
+    out = subprocess.run(["kubectl", "--kubeconfig", kc, "get", "--raw", "/metrics"],
+                         check=True, capture_output=True, text=True).stdout
+    writes = throttled = 0
+    for line in out.splitlines():
+        if not line.startswith("apiserver_request_total{") or 'resource="events"' not in line:
+            continue
+        if not any(f'verb="{v}"' in line for v in ("POST", "PATCH", "CREATE")):
+            continue
+        n = int(float(line.rsplit(" ", 1)[1]))
+        writes += n
+        if 'code="429"' in line:
+            throttled += n
+    return writes, throttled
+
+
+def run_kevents(binary, kc, ns):
+    t = time.monotonic()
+    p = subprocess.run([binary, "bench", "apiserver", "--kubeconfig", kc, "--namespace", ns],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["exit"] = p.returncode
+    r["wall"] = time.monotonic() - t
+    return r
+
+
+def run_oracle(binary, kc, ns):
+    p = subprocess.run([binary, "-mode", "apiserver", "-kubeconfig", kc, "-namespace", ns,
+                        "-n", "3000", "-objects", "100", "-reasons", "3", "-messages", "2"],
+                       capture_output=True, text=True)
+    line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
+    return json.loads(line)
+
+
+def stored_sum(kc, ns):
+    out = subprocess.run(["kubectl", "--kubeconfig", kc, "get", "events", "-n", ns, "-o", "json"],
+                         check=True, capture_output=True, text=True).stdout
+    items = json.loads(out)["items"]
+    return len(items), sum(i.get("count", 0) for i in items)
+
+
+def bound(writes, qps, burst):
+    return max(0.0, (writes - burst) / qps)
+
+
+def measure(args, limit):
+    kind, qps, burst = limit.split(":")
+    qps, burst = float(qps), float(burst)
+    d, state = start(limit)
+    kc = os.path.join(state, "admin.kubeconfig")
+    rows = []
+    try:
+        for i in range(args.runs):
+            for impl in ("kevents", "client-go"):
+                ns = f"{impl.replace('-', '')}-{i}"
+                kubectl(kc, "create", "namespace", ns)
+                w0, t0 = apiserver_writes(kc)
+                if impl == "kevents":
+                    r = run_kevents(args.kevents, kc, ns)
+                    secs = r["seconds"]
+                else:
+                    r = run_oracle(args.oracle, kc, ns)
+                    secs = r["seconds"]
+                w1, t1 = apiserver_writes(kc)
+                events, total = stored_sum(kc, ns)
+                writes, throttled = w1 - w0, t1 - t0
+                accepted = writes - throttled
+                # The bound: the accepted writes the limit lets through after its burst. A
+                # SourceAndObject limit is per object: its bound is the busiest object's.
+                b = bound(accepted, qps, burst)
+                if kind == "SourceAndObject":
+                    b = None
+                row = dict(limit=limit, impl=impl, run=i, events=events, sum=total,
+                           writes=writes, throttled=throttled, seconds=round(secs, 2),
+                           bound=None if b is None else round(b, 2),
+                           exact=(total == 2500 and events == 600))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        stop(d, state)
+    return rows
+
+
+def fleet(args, limit, n):
+    kind, qps, burst = limit.split(":")
+    d, state = start(limit)
+    kc = os.path.join(state, "admin.kubeconfig")
+    try:
+        for i in range(n):
+            kubectl(kc, "create", "namespace", f"fleet-{i}")
+        w0, t0 = apiserver_writes(kc)
+        procs = [subprocess.Popen([args.kevents, "bench", "apiserver", "--kubeconfig", kc,
+                                   "--namespace", f"fleet-{i}"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(n)]
+        results = []
+        for p in procs:
+            out, err = p.communicate()
+            r = json.loads(out.strip().splitlines()[-1])
+            results.append(r)
+        w1, t1 = apiserver_writes(kc)
+        writes, throttled = w1 - w0, t1 - t0
+        b = bound(writes - throttled, float(qps), float(burst))
+        for i, r in enumerate(results):
+            print(json.dumps(dict(limit=limit, process=i, sum=r["sum_count"],
+                                  events=r["stored_events"], ok=r["stored_counts_ok"],
+                                  seconds=round(r["seconds"], 2), throttled=r["throttled"])))
+        slowest = max(r["seconds"] for r in results)
+        print(json.dumps(dict(limit=limit, processes=n, writes=writes, throttled=throttled,
+                              bound=round(b, 2), slowest=round(slowest, 2),
+                              slowest_over_bound=round(slowest / b, 3) if b else None,
+                              all_exact=all(r["sum_count"] == 2500 and r["stored_counts_ok"]
+                                            for r in results))))
+    finally:
+        stop(d, state)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kevents", required=True)
+    ap.add_argument("--oracle", help="the client-go harness (evoracle or evoracle-modern)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--limit", action="append")
+    ap.add_argument("--fleet", type=int, default=0)
+    args = ap.parse_args()
+    if args.fleet:
+        fleet(args, (args.limit or ["Server:100:200"])[-1], args.fleet)
+        return
+    if not args.oracle:
+        ap.error("--oracle is required without --fleet")
+    for limit in args.limit or DEFAULT_LIMITS:
+        rows = measure(args, limit)
+        for impl in ("kevents", "client-go"):
+            rs = [r for r in rows if r["impl"] == impl]
+            line = dict(limit=limit, impl=impl, runs=len(rs),
+                        sum_median=statistics.median(r["sum"] for r in rs),
+                        exact=sum(r["exact"] for r in rs),
+                        throttled_median=statistics.median(r["throttled"] for r in rs),
+                        writes_median=statistics.median(r["writes"] for r in rs),
+                        seconds_median=statistics.median(r["seconds"] for r in rs))
+            bounds = [r["seconds"] / r["bound"] for r in rs if r["bound"]]
+            if bounds:
+                line["over_bound_median"] = round(statistics.median(bounds), 3)
+            print("SUMMARY " + json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
