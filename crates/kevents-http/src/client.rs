@@ -608,7 +608,7 @@ pub(crate) fn decode_event_of<T: DeserializeOwned>(
 
 /// [`decode_event_of`] for the answer to a write of `namespace`/`name`: the event answered
 /// must be that one ([`kevents_core::answer::Answer::decode_written`]; otherwise
-/// [`SinkError::AnswerMismatch`], logged once per answer at warn level).
+/// [`SinkError::AnswerMismatch`], logged at debug level here: the write's caller reports it).
 pub(crate) fn decode_written_of<T: DeserializeOwned>(
     answer: Answer,
     api_version: Option<&str>,
@@ -617,7 +617,7 @@ pub(crate) fn decode_written_of<T: DeserializeOwned>(
 ) -> Result<T, SinkError> {
     let r = answer.view().decode_written(api_version, namespace, name);
     if let Err(e @ SinkError::AnswerMismatch(_)) = &r {
-        tracing::warn!(error = %e, "apiserver answered a write with another event; the answer is ignored");
+        tracing::debug!(error = %e, "apiserver answered a write with another event; the answer is ignored");
     }
     r
 }
