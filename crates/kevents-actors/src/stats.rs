@@ -15,6 +15,7 @@
 //! | `kevents_sink_events_total` | `sink`, `outcome` = `correlated`, `aggregated`, `spam_filtered`, `deferred` | correlator decisions |
 //! | `kevents_sink_writes_total` | `sink`, `outcome` = `created`, `patched`, `recreated`, `rejected`, `retry_exhausted`, `abandoned`, `superseded` | finished writes (`superseded`: replaced by a newer write of the same event before it started) |
 //! | `kevents_sink_attempts_total` | `sink` | requests made (including retries) |
+//! | `kevents_sink_retries_total` | `sink` | requests that re-sent a write after a failed attempt |
 //! | `kevents_sink_restarts_total` | `sink` | supervisor restarts (panics, fatal errors) |
 //! | `kevents_queue_depth` (gauge) | `queue` = `intake` or `watcher:<name>` or `sink:<name>` | items waiting |
 //! | `kevents_coalesced_total` | `queue` = `intake` or `watcher:<name>` | occurrences merged into an entry of a coalesce-if-full overflow table |
@@ -117,6 +118,9 @@ pub struct SinkSnapshot {
     pub superseded: u64,
     /// Requests attempted, retries included.
     pub attempts: u64,
+    /// Requests that re-sent a write after a failed attempt of it (its second attempt and
+    /// later ones): a write abandoned during its first attempt made no retry.
+    pub retries: u64,
     /// Supervisor restarts of the sink actor.
     pub restarts: u64,
     /// Writes queued in the sink actor (including the ones in flight).

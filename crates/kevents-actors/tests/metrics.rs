@@ -156,6 +156,11 @@ fn assert_exported(m: &CountingRecorder, s: &StatsSnapshot) {
             "sink {n} attempts"
         );
         assert_eq!(
+            m.get("kevents_sink_retries_total", &[("sink", n)]),
+            k.retries,
+            "sink {n} retries"
+        );
+        assert_eq!(
             m.get("kevents_sink_restarts_total", &[("sink", n)]),
             k.restarts,
             "sink {n} restarts"

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use kevents_actors::{Pipeline, StatsSnapshot};
 use kevents_core::{Event, EventSink, SinkError, SinkFuture, Stored};
+use kevents_http::config::{MAX_KUBECONFIG_BYTES, MAX_TOKEN_FILE_BYTES};
 use kevents_http::secrecy::ExposeSecret as _;
-use kevents_http::{Auth, HttpConfig, HttpSink, ServerVersion};
+use kevents_http::{Auth, ConfigError, HttpConfig, HttpSink, ServerVersion, read_credential_file};
 
 use crate::sanitize;
 
@@ -162,26 +163,33 @@ fn scan_kubeconfig_secrets(text: &str) {
 }
 
 /// Remembers the credentials `config` authenticates with ([`add_secret`]) and checks that
-/// a token file it names can be read and is not empty.
-pub fn register_credentials(config: &HttpConfig) -> Result<(), Failure> {
+/// a token file it names can be read (within
+/// [`CREDENTIAL_FILE_TIMEOUT`](kevents_http::CREDENTIAL_FILE_TIMEOUT): a FIFO or a hung
+/// mount is reported, not waited for) and is not empty.
+pub async fn register_credentials(config: &HttpConfig) -> Result<(), Failure> {
     match &config.auth {
         Auth::Bearer(token) => add_secret(token.expose_secret()),
         Auth::Basic { password, .. } => add_secret(password.expose_secret()),
-        Auth::BearerFile { path, .. } => match std::fs::read_to_string(path) {
-            Ok(token) if !token.trim().is_empty() => add_secret(&token),
-            Ok(_) => {
-                return Err(Failure::new(
-                    FailureKind::Config,
-                    format!("the token file {} is empty", path.display()),
-                ));
+        Auth::BearerFile { path, .. } => {
+            match read_credential_file("token file", path, MAX_TOKEN_FILE_BYTES).await {
+                Ok(token) if !String::from_utf8_lossy(&token).trim().is_empty() => {
+                    add_secret(&String::from_utf8_lossy(&token));
+                }
+                Ok(_) => {
+                    return Err(Failure::new(
+                        FailureKind::Config,
+                        format!("the token file {} is empty", path.display()),
+                    ));
+                }
+                Err(ConfigError::Read { source, .. }) => {
+                    return Err(Failure::new(
+                        FailureKind::Config,
+                        format!("cannot read the token file {}: {source}", path.display()),
+                    ));
+                }
+                Err(e) => return Err(Failure::new(FailureKind::Config, e)),
             }
-            Err(e) => {
-                return Err(Failure::new(
-                    FailureKind::Config,
-                    format!("cannot read the token file {}: {e}", path.display()),
-                ));
-            }
-        },
+        }
         // Obtained when a request needs it; never printed by kevents.
         Auth::Exec(_) | Auth::None => {}
     }
@@ -193,6 +201,19 @@ pub fn register_credentials(config: &HttpConfig) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// A kubeconfig loading error that names the file once: most errors name it already
+/// (`kubeconfig F, line 3, ...`, `kubeconfig F: contexts["x"]: not found`); the others (a CA
+/// file that cannot be read, bad base64) get `kubeconfig F: ` in front.
+pub fn kubeconfig_message(path: &std::path::Path, e: &ConfigError) -> String {
+    let text = e.to_string();
+    let name = format!("kubeconfig {}", path.display());
+    if text.contains(&name) {
+        text
+    } else {
+        format!("{name}: {text}")
+    }
 }
 
 /// Checks that `namespace` is a DNS-1123 label, as the apiserver requires.
@@ -223,18 +244,14 @@ impl KubeTarget {
     /// them) and checks a token file it names. Any problem is a [`FailureKind::Config`].
     pub async fn config(&self) -> Result<HttpConfig, Failure> {
         let path = &self.kubeconfig;
-        if let Ok(text) = std::fs::read_to_string(path) {
-            scan_kubeconfig_secrets(&text);
+        // Bounded in time as in size: a kubeconfig that blocks is reported just below.
+        if let Ok(text) = read_credential_file("kubeconfig", path, MAX_KUBECONFIG_BYTES).await {
+            scan_kubeconfig_secrets(&String::from_utf8_lossy(&text));
         }
         let config = HttpConfig::from_kubeconfig(Some(path), self.context.as_deref())
             .await
-            .map_err(|e| {
-                Failure::new(
-                    FailureKind::Config,
-                    format!("kubeconfig {}: {e}", path.display()),
-                )
-            })?;
-        register_credentials(&config)?;
+            .map_err(|e| Failure::new(FailureKind::Config, kubeconfig_message(path, &e)))?;
+        register_credentials(&config).await?;
         Ok(config)
     }
 
@@ -406,6 +423,15 @@ fn refused(url: &str, what: &str, e: &SinkError) -> Failure {
 pub async fn probe_server(config: &HttpConfig) -> Result<ServerVersion, Failure> {
     let sink = probe_sink(config)?;
     let url = sink.base_url().to_string();
+    // The credential first (token file, exec plugin, within their own time limits): a
+    // plugin that is missing, fails or hangs is a configuration problem and says so, rather
+    // than a request without an answer. The plugin's credential is cached for the writes.
+    sink.authenticate().await.map_err(|e| {
+        Failure::new(
+            FailureKind::Config,
+            format!("cannot get a credential for the apiserver at {url}: {e}"),
+        )
+    })?;
     bounded(sink.server_version())
         .await
         .map_err(|e| refused(&url, "GET /version", &e))
@@ -462,7 +488,10 @@ pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Fa
 fn is_trouble(e: &SinkError) -> bool {
     match e {
         SinkError::Status(s) => matches!(s.code, 401 | 403 | 429) || s.code >= 500,
-        SinkError::Transport(_) | SinkError::Timeout(_) | SinkError::UnexpectedObject(_) => true,
+        SinkError::Transport(_)
+        | SinkError::Timeout(_)
+        | SinkError::UnexpectedObject(_)
+        | SinkError::AnswerMismatch(_) => true,
         SinkError::Construction(_) => false,
     }
 }
@@ -473,7 +502,8 @@ struct HealthState {
     /// Requests started and not finished, by id, with their start.
     outstanding: BTreeMap<u64, Instant>,
     last_success: Option<Instant>,
-    last_error: Option<(Instant, String)>,
+    /// When, why, and whether the write is retried.
+    last_error: Option<(Instant, String, bool)>,
     troubles_since_success: u64,
 }
 
@@ -491,6 +521,8 @@ pub struct HealthReport {
     pub oldest: Option<Duration>,
     /// The last failed request: how long ago, and why ([`describe`]).
     pub last_error: Option<(Duration, String)>,
+    /// Whether the last failed request's error is retried (a 403 or a 422 is not).
+    pub last_error_retried: bool,
     /// How long ago the last request succeeded.
     pub since_success: Option<Duration>,
     /// Failures that say the server is in trouble since the last success.
@@ -507,7 +539,11 @@ impl Health {
         let s = self.lock();
         HealthReport {
             oldest: s.outstanding.values().min().map(Instant::elapsed),
-            last_error: s.last_error.as_ref().map(|(t, e)| (t.elapsed(), e.clone())),
+            last_error: s
+                .last_error
+                .as_ref()
+                .map(|(t, e, _)| (t.elapsed(), e.clone())),
+            last_error_retried: s.last_error.as_ref().is_some_and(|(_, _, r)| *r),
             since_success: s.last_success.map(|t| t.elapsed()),
             troubles_since_success: s.troubles_since_success,
         }
@@ -535,7 +571,8 @@ impl Health {
                 if is_trouble(e) {
                     s.troubles_since_success += 1;
                 }
-                s.last_error = Some((Instant::now(), describe(e)));
+                let retried = e.disposition() == kevents_core::Disposition::Retry;
+                s.last_error = Some((Instant::now(), describe(e), retried));
             }
         }
     }
@@ -645,13 +682,23 @@ impl WaitNotes {
             ));
         }
         match &health.last_error {
-            Some((ago, why)) => line.push_str(&format!(
-                "; last error {} ago: {}; retrying every {}, at most {} attempts per write",
-                secs(Duration::from_secs(ago.as_secs())),
-                sanitize::truncate(one_line(why), 200),
-                secs(self.retry_sleep),
-                self.retry_attempts
-            )),
+            Some((ago, why)) => {
+                line.push_str(&format!(
+                    "; last error {} ago: {}",
+                    secs(Duration::from_secs(ago.as_secs())),
+                    sanitize::truncate(one_line(why), 200),
+                ));
+                // Only what is retried is said to be: a refusal (403, 422) ends its write.
+                if health.last_error_retried {
+                    line.push_str(&format!(
+                        "; retrying every {}, at most {} attempts per write",
+                        secs(self.retry_sleep),
+                        self.retry_attempts
+                    ));
+                } else {
+                    line.push_str("; that write is not retried (the server refused it)");
+                }
+            }
             None => line.push_str("; no error yet"),
         }
         if self.tty {
@@ -741,6 +788,8 @@ pub struct Totals {
     pub superseded: u64,
     /// Write attempts (a re-create is one attempt of two requests).
     pub attempts: u64,
+    /// Attempts that re-sent a write after a failed attempt of it.
+    pub retries: u64,
     /// Supervisor restarts of sink actors.
     pub restarts: u64,
 }
@@ -773,6 +822,7 @@ impl Totals {
                 t.abandoned += k.abandoned;
                 t.superseded += k.superseded;
                 t.attempts += k.attempts;
+                t.retries += k.retries;
                 t.restarts += k.restarts;
             }
         }
@@ -794,10 +844,10 @@ impl Totals {
         self.attempts + self.recreated
     }
 
-    /// Attempts beyond the first of each finished write.
+    /// Requests that re-sent a write after a failed attempt (counted by the sink actors: a
+    /// write abandoned in its first attempt made none).
     pub fn retries(&self) -> u64 {
-        self.attempts
-            .saturating_sub(self.delivered() + self.rejected + self.retry_exhausted)
+        self.retries
     }
 
     /// Checks that every occurrence is accounted for exactly once, given how many calls were

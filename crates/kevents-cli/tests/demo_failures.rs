@@ -266,7 +266,11 @@ struct MiniApiserver {
     /// Lists fail with 500 once an event was stored.
     fail_read_back: bool,
     /// Extra events every list returns (another tenant's, or the server's own forgeries).
+    /// Once an event is stored, a forged event's name takes the stored event's nanosecond
+    /// suffix (the demo's run identifier), as a forger that copies the run would.
     forged: Vec<Value>,
+    /// Named event writes are refused with 403 (the probe's nameless create still gets 422).
+    forbid_writes: bool,
     gone_silent: AtomicBool,
 }
 
@@ -288,7 +292,17 @@ impl MiniApiserver {
                     return Some((500, "upstream exploded\r\n\x1b[31mred".into()));
                 }
                 let mut items: Vec<Value> = events.values().cloned().collect();
-                items.extend(self.forged.iter().cloned());
+                let suffix = events
+                    .keys()
+                    .next()
+                    .and_then(|n| n.rsplit_once('.'))
+                    .map(|(_, s)| s.to_owned());
+                items.extend(self.forged.iter().cloned().map(|mut f| {
+                    if let Some(s) = &suffix {
+                        f["metadata"]["name"] = json!(format!("forged.{s}"));
+                    }
+                    f
+                }));
                 Some((
                     200,
                     json!({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
@@ -304,8 +318,30 @@ impl MiniApiserver {
                 if name.is_empty() {
                     return Some((422, status(422, "Invalid", "metadata.name: Required value")));
                 }
+                if self.forbid_writes {
+                    return Some((
+                        403,
+                        status(403, "Forbidden", "events is forbidden: User cannot create"),
+                    ));
+                }
                 if self.count_write() {
                     return None;
+                }
+                // As the apiserver: a name taken is refused.
+                if self
+                    .events
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains_key(&name)
+                {
+                    return Some((
+                        409,
+                        status(
+                            409,
+                            "AlreadyExists",
+                            &format!("events \"{name}\" already exists"),
+                        ),
+                    ));
                 }
                 e["kind"] = json!("Event");
                 e["apiVersion"] = json!("v1");
@@ -779,4 +815,243 @@ fn bench_apiserver_probes_before_it_runs() {
         run.stderr
     );
     run.assert_no_secret();
+}
+
+// --- issue 27 --------------------------------------------------------------------------------
+
+/// Rows of the events table.
+fn table_rows(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("LAST SEEN"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn repeated_runs_into_one_namespace_never_collide_and_show_their_own_events() {
+    let (url, server) = MiniApiserver::default().start();
+    let kc = kubeconfig(&url);
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let run = kevents(
+            &[
+                "demo",
+                "--kubeconfig",
+                path_str(&kc),
+                "--namespace",
+                "demo",
+                "--pace-ms",
+                "0",
+            ],
+            QUICK,
+        );
+        run.assert_code(0);
+        let c = counters(&run.stdout);
+        assert_eq!(c.get("failed: rejected"), Some(&0), "{}", run.stdout);
+        assert_eq!(c.get("stored events"), Some(&38), "{}", run.stdout);
+        assert_eq!(table_rows(&run.stdout).len(), 38, "{}", run.stdout);
+        assert!(!run.all().contains("AlreadyExists"), "{}", run.all());
+        runs.push(run);
+    }
+    // Every run's events are on the server, none overwritten.
+    assert_eq!(
+        server
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len(),
+        3 * 38
+    );
+    // Each run says its identifier, and they differ.
+    let ids: std::collections::BTreeSet<String> = runs
+        .iter()
+        .map(|r| {
+            let line = r.stdout.lines().next().unwrap_or_default();
+            line.split(", run ")
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .unwrap_or_else(|| panic!("no run identifier in {line}"))
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+}
+
+#[test]
+fn a_token_file_that_blocks_is_a_configuration_error_within_seconds() {
+    let (url, connections) = silent_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("token");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let kc = kubeconfig_with_user(&url, &format!("    tokenFile: {}", fifo.display()));
+    let started = Instant::now();
+    let run = kevents(
+        &["demo", "--kubeconfig", path_str(&kc), "--pace-ms", "0"],
+        Duration::from_secs(30),
+    );
+    run.assert_code(2);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.stderr.contains("did not finish") && run.stderr.contains(&fifo.display().to_string()),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 0);
+}
+
+/// A kubeconfig whose user runs `script` (bash) as its exec credential plugin.
+fn exec_kubeconfig(server: &str, dir: &Path, script: &str) -> PathBuf {
+    let plugin = dir.join("plugin.sh");
+    std::fs::write(&plugin, format!("#!/bin/bash\n{script}\n")).expect("plugin");
+    kubeconfig_with_user(
+        server,
+        &format!(
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      interactiveMode: Never\n      command: /bin/bash\n      args: [\"{}\"]",
+            plugin.display()
+        ),
+    )
+}
+
+#[test]
+fn exec_plugin_problems_are_configuration_errors_that_name_the_plugin() {
+    let (url, connections) = silent_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Missing.
+    let kc = kubeconfig_with_user(
+        &url,
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      interactiveMode: Never\n      command: kevents-no-such-plugin-27",
+    );
+    let run = kevents(
+        &["demo", "--kubeconfig", path_str(&kc), "--pace-ms", "0"],
+        QUICK,
+    );
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("exec credential plugin kevents-no-such-plugin-27 not found"),
+        "{}",
+        run.stderr
+    );
+    // Failing, a refresh token in its stderr: named, the stderr nowhere in the output.
+    let kc = exec_kubeconfig(
+        &url,
+        dir.path(),
+        "echo 'refresh_token=rt-7f3a9c1e5b-secret expired' >&2; exit 1",
+    );
+    let run = kevents(
+        &["demo", "--kubeconfig", path_str(&kc), "--pace-ms", "0"],
+        QUICK,
+    );
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("exec credential plugin /bin/bash failed (exit status: 1)"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.all().contains("rt-7f3a9c1e5b"), "{}", run.all());
+    // Hanging: killed at its timeout (30 s), and said so.
+    let kc = exec_kubeconfig(&url, dir.path(), "sleep 120");
+    let run = kevents(
+        &["demo", "--kubeconfig", path_str(&kc), "--pace-ms", "0"],
+        Duration::from_secs(90),
+    );
+    run.assert_code(2);
+    assert!(
+        run.stderr
+            .contains("exec credential plugin /bin/bash did not finish within 30 s"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn kubeconfig_errors_name_the_file_once() {
+    let (url, _) = silent_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing_ca = dir.path().join("no-such-ca.crt");
+    let cases = [
+        (kubeconfig(&url), vec!["--context", "nope"]),
+        (
+            kubeconfig_with_user(
+                &url,
+                &format!(
+                    "    token: {TOKEN}\n    exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: x}}"
+                ),
+            ),
+            vec![],
+        ),
+        (
+            {
+                let p = dir.path().join("ca.kubeconfig");
+                std::fs::write(
+                    &p,
+                    format!(
+                        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {url}\n    certificate-authority: {}\ncontexts:\n- name: c\n  context: {{cluster: c}}\ncurrent-context: c\n",
+                        missing_ca.display()
+                    ),
+                )
+                .expect("kubeconfig");
+                p
+            },
+            vec![],
+        ),
+    ];
+    for (kc, extra) in cases {
+        let mut args = vec!["demo", "--kubeconfig", path_str(&kc), "--pace-ms", "0"];
+        args.extend(extra);
+        let run = kevents(&args, QUICK);
+        run.assert_code(2);
+        let name = format!("kubeconfig {}", kc.display());
+        assert_eq!(run.stderr.matches(&name).count(), 1, "{}", run.stderr);
+        run.assert_no_secret();
+    }
+}
+
+#[test]
+fn a_refused_write_is_not_said_to_be_retried() {
+    let (url, _server) = MiniApiserver {
+        forbid_writes: true,
+        ..MiniApiserver::default()
+    }
+    .start();
+    let kc = kubeconfig(&url);
+    let run = kevents(
+        &[
+            "demo",
+            "--kubeconfig",
+            path_str(&kc),
+            "--namespace",
+            "demo",
+            "--pace-ms",
+            "0",
+        ],
+        QUICK,
+    );
+    run.assert_code(4);
+    let notes: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("writes waiting:") && l.contains("403"))
+        .collect();
+    assert!(!notes.is_empty(), "{}", run.stderr);
+    for n in notes {
+        assert!(!n.contains("retrying"), "{n}");
+        assert!(n.contains("not retried"), "{n}");
+    }
+    let c = counters(&run.stdout);
+    assert_eq!(c.get("retries"), Some(&0), "{c:?}");
 }

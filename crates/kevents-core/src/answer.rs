@@ -34,16 +34,54 @@ pub struct Answer<'a> {
     pub oversized: bool,
 }
 
-/// A `Retry-After` header value in seconds (the apiserver's form); dates are not used by the
-/// apiserver and give `None`.
+/// Longest `Retry-After` a sink reports: the largest `retryAfterSeconds` a `Status` can
+/// carry (an `int32`, about 68 years). A larger number, in the header or in the body, is
+/// clamped to it rather than ignored: the server asked for a long pause, and the retry
+/// policy and the write budget cut it to their own maximum (60 s by default).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(i32::MAX as u64);
+
+/// A `Retry-After` header value (RFC 9110, section 10.2.3): a number of seconds (the
+/// apiserver's form; beyond [`MAX_RETRY_AFTER`], however many digits, it is clamped to it)
+/// or an HTTP date ([`crate::http_date`]), turned into the time from now until then (zero
+/// for a date in the past). Anything else gives `None`.
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(kevents_core::answer::retry_after_header(" 3 "), Some(Duration::from_secs(3)));
-/// assert_eq!(kevents_core::answer::retry_after_header("soon"), None);
+/// use kevents_core::answer::{retry_after_header, MAX_RETRY_AFTER};
+/// assert_eq!(retry_after_header(" 3 "), Some(Duration::from_secs(3)));
+/// assert_eq!(retry_after_header("99999999999999999999999"), Some(MAX_RETRY_AFTER));
+/// assert_eq!(retry_after_header("Thu, 01 Jan 1970 00:00:00 GMT"), Some(Duration::ZERO));
+/// assert_eq!(retry_after_header("soon"), None);
 /// ```
 pub fn retry_after_header(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    retry_after_header_at(value, now)
+}
+
+/// [`retry_after_header`] with the current time given (Unix seconds), for tests and replay.
+///
+/// ```
+/// use std::time::Duration;
+/// use kevents_core::answer::retry_after_header_at;
+/// let now = 784_111_770.0; // Sun, 06 Nov 1994 08:49:30 GMT
+/// assert_eq!(retry_after_header_at("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(Duration::from_secs(7)));
+/// assert_eq!(retry_after_header_at("Sunday, 06-Nov-94 08:49:40 GMT", now), Some(Duration::from_secs(10)));
+/// assert_eq!(retry_after_header_at("-5", now), None);
+/// ```
+pub fn retry_after_header_at(value: &str, now_unix_secs: f64) -> Option<Duration> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        // Every digit string is a delay; one too large for a u64 is the maximum too.
+        let secs = v.parse::<u64>().unwrap_or(u64::MAX);
+        return Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER));
+    }
+    let at = crate::http_date::parse_http_date(v)? as f64;
+    let wait = (at - now_unix_secs).max(0.0);
+    Some(Duration::from_secs_f64(
+        wait.min(MAX_RETRY_AFTER.as_secs_f64()),
+    ))
 }
 
 /// A [`SinkError::UnexpectedObject`] whose message may quote the server (a JSON decoding
@@ -191,7 +229,7 @@ impl Answer<'_> {
                 .as_ref()
                 .and_then(|d| d.retry_after_seconds)
                 .filter(|s| *s > 0)
-                .map(|s| Duration::from_secs(s as u64))
+                .map(|s| Duration::from_secs(s as u64).min(MAX_RETRY_AFTER))
         });
         SinkError::Status(Box::new(status))
     }
@@ -248,6 +286,59 @@ impl Answer<'_> {
         serde_json::from_value(value)
             .map_err(|e| unexpected_object(format_args!("malformed Event: {e}")))
     }
+
+    /// [`Answer::decode_event`] of the answer to a write (create or patch) of the event
+    /// `namespace`/`name`: the event the server answers with must be that one. Another
+    /// namespace or name, or a name that is not a DNS-1123 subdomain, is
+    /// [`SinkError::AnswerMismatch`], so that a server's answer can never rename an event (a
+    /// later PATCH would go to that name) nor put `..` or an empty segment into a URL. When
+    /// `name` is empty (a create without a name, which the apiserver refuses), any valid
+    /// name the server gave it is accepted.
+    ///
+    /// ```
+    /// use kevents_core::answer::Answer;
+    /// use kevents_core::{Event, SinkError};
+    /// let body = br#"{"kind":"Event","metadata":{"name":"someone-else.1","namespace":"ns"}}"#;
+    /// let a = Answer { code: 201, retry_after: None, oversized: false, body };
+    /// let r = a.decode_written::<Event>(None, "ns", "web.17a0");
+    /// assert!(matches!(r, Err(SinkError::AnswerMismatch(_))));
+    /// let ok = a.decode_written::<Event>(None, "ns", "someone-else.1")?;
+    /// assert_eq!(ok.metadata.name, "someone-else.1");
+    /// # Ok::<(), SinkError>(())
+    /// ```
+    pub fn decode_written<T: DeserializeOwned>(
+        &self,
+        api_version: Option<&str>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<T, SinkError> {
+        let value: serde_json::Value = self.decode_event(api_version)?;
+        let meta = value.get("metadata");
+        let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(|v| v.as_str());
+        let got_name = field("name").unwrap_or("");
+        let got_namespace = field("namespace").unwrap_or("");
+        let shown = |s: &str| sanitize_server_text_to(s, 100);
+        if got_namespace != namespace {
+            return Err(SinkError::AnswerMismatch(format!(
+                "wrote an event in namespace {namespace:?}, the answer is in namespace {:?}",
+                shown(got_namespace)
+            )));
+        }
+        if !crate::name::is_dns1123_subdomain(got_name) {
+            return Err(SinkError::AnswerMismatch(format!(
+                "wrote event {name:?}, the answer names {:?}, which is not a valid event name",
+                shown(got_name)
+            )));
+        }
+        if !name.is_empty() && got_name != name {
+            return Err(SinkError::AnswerMismatch(format!(
+                "wrote event {name:?}, the answer names {:?}",
+                shown(got_name)
+            )));
+        }
+        serde_json::from_value(value)
+            .map_err(|e| unexpected_object(format_args!("malformed Event: {e}")))
+    }
 }
 
 #[cfg(test)]
@@ -286,6 +377,115 @@ mod tests {
         assert_eq!(
             s.details.unwrap().causes[0].message,
             "(response body exceeds the size limit)"
+        );
+    }
+
+    #[test]
+    fn retry_after_numbers_are_clamped_and_dates_read() {
+        let now = 1_764_150_000.0; // Wed, 26 Nov 2025 09:40:00 GMT
+        for (v, want) in [
+            ("0", Some(Duration::ZERO)),
+            ("99999", Some(Duration::from_secs(99_999))),
+            ("18446744073709551616", Some(MAX_RETRY_AFTER)),
+            ("2147483648", Some(MAX_RETRY_AFTER)),
+            (
+                "Wed, 26 Nov 2025 09:40:30 GMT",
+                Some(Duration::from_secs(30)),
+            ),
+            (
+                "Wednesday, 26-Nov-25 09:41:00 GMT",
+                Some(Duration::from_secs(60)),
+            ),
+            ("Wed Nov 26 09:40:05 2025", Some(Duration::from_secs(5))),
+            ("Wed, 26 Nov 2025 09:00:00 GMT", Some(Duration::ZERO)),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", Some(MAX_RETRY_AFTER)),
+            ("1.5", None),
+            ("", None),
+            ("+3", None),
+        ] {
+            assert_eq!(retry_after_header_at(v, now), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn an_out_of_range_retry_after_seconds_keeps_the_message() {
+        let body = br#"{"kind":"Status","status":"Failure","message":"etcd is compacting",
+            "reason":"TooManyRequests","details":{"retryAfterSeconds":99999999999999},"code":429}"#;
+        let a = Answer {
+            code: 429,
+            retry_after: None,
+            body,
+            oversized: false,
+        };
+        let SinkError::Status(s) = a.status_error() else {
+            panic!("not a status")
+        };
+        assert_eq!(s.message, "etcd is compacting");
+        assert_eq!(s.reason, "TooManyRequests");
+        assert_eq!(s.retry_after, Some(MAX_RETRY_AFTER));
+    }
+
+    #[test]
+    fn a_written_answer_must_name_the_event_sent() {
+        let answer = |body: &'static str| Answer {
+            code: 201,
+            retry_after: None,
+            body: body.as_bytes(),
+            oversized: false,
+        };
+        let decode = |body: &'static str, ns: &str, name: &str| {
+            answer(body).decode_written::<serde_json::Value>(None, ns, name)
+        };
+        let ok = r#"{"kind":"Event","metadata":{"name":"web.1","namespace":"ns"}}"#;
+        assert!(decode(ok, "ns", "web.1").is_ok());
+        for (body, ns, name) in [
+            (ok, "ns", "web.2"),
+            (ok, "other", "web.1"),
+            (
+                r#"{"kind":"Event","metadata":{"name":"..","namespace":"ns"}}"#,
+                "ns",
+                "..",
+            ),
+            (
+                r#"{"kind":"Event","metadata":{"name":"","namespace":"ns"}}"#,
+                "ns",
+                "",
+            ),
+            (
+                r#"{"kind":"Event","metadata":{"namespace":"ns"}}"#,
+                "ns",
+                "web.1",
+            ),
+            (
+                r#"{"kind":"Event","metadata":{"name":"web.1"}}"#,
+                "ns",
+                "web.1",
+            ),
+            (
+                r#"{"kind":"Event","metadata":{"name":"a/b","namespace":"ns"}}"#,
+                "ns",
+                "",
+            ),
+        ] {
+            let r = decode(body, ns, name);
+            assert!(
+                matches!(r, Err(SinkError::AnswerMismatch(_))),
+                "{body}: {r:?}"
+            );
+        }
+        // A nameless create: a valid name the server chose is accepted.
+        assert!(decode(ok, "ns", "").is_ok());
+        // A server error stays the server's error.
+        let refused = Answer {
+            code: 409,
+            retry_after: None,
+            body: b"",
+            oversized: false,
+        };
+        assert!(
+            refused
+                .decode_written::<serde_json::Value>(None, "ns", "web.1")
+                .is_err_and(|e| e.code() == Some(409))
         );
     }
 

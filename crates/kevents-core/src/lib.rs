@@ -9,7 +9,8 @@
 //!   `EventFactoryV1`, `SeriesCache`, `EventsV1Sink`, the fallback bridge to core/v1).
 //! * Shared by both: [`time`], [`name`], [`json`], [`reference`](mod@reference) ([`ObjectReference`],
 //!   [`Reference`]), [`meta`] ([`ObjectMeta`]), [`status`] ([`SinkError`], [`Status`]) and [`stored`]
-//!   ([`Stored`], a sink's answer).
+//!   ([`Stored`], a sink's answer), [`answer`] (an apiserver's answer decoded, as every sink
+//!   does) and [`http_date`] (RFC 9110 dates, for `Retry-After`).
 //!
 //! The in-memory apiserver, the replay tool and the benchmark workloads live in `kevents-sim`.
 //!
@@ -33,6 +34,7 @@
 pub mod answer;
 pub mod core_v1;
 pub mod events_v1;
+pub mod http_date;
 pub mod json;
 pub mod meta;
 pub mod name;

@@ -41,9 +41,31 @@ pub struct StatusDetails {
     /// Causes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<StatusCause>,
-    /// Suggested wait before retrying.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Suggested wait before retrying. A number outside `int32` is clamped to its range when
+    /// decoded, and a value that is not a number is left out, so that the rest of the
+    /// server's `Status` (its message) is kept.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_seconds"
+    )]
     pub retry_after_seconds: Option<i32>,
+}
+
+/// `retryAfterSeconds` as any JSON value: a number clamped to `i32`'s range, anything else
+/// `None`. A strict `i32` would reject the whole `Status` (and its message) for one
+/// out-of-range number.
+fn lenient_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(match v {
+        serde_json::Value::Number(n) => {
+            let clamp = |x: f64| x.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32;
+            n.as_i64()
+                .map(|i| i.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32)
+                .or_else(|| n.as_u64().map(|_| i32::MAX))
+                .or_else(|| n.as_f64().map(clamp))
+        }
+        _ => None,
+    })
 }
 
 /// A `metav1.Status` error returned by the apiserver.
@@ -232,6 +254,11 @@ pub enum SinkError {
     /// The server answered 2xx with something that is not an Event.
     #[error("unexpected response object: {0}")]
     UnexpectedObject(String),
+    /// The server answered 2xx with an event other than the one written: another name or
+    /// namespace, or a name that is not a valid object name. The answer is not learnt from
+    /// (later writes keep the event's own name) and the write is not retried.
+    #[error("the apiserver answered with another event: {0}")]
+    AnswerMismatch(String),
 }
 
 /// What to do after a failed write.
@@ -275,7 +302,9 @@ impl SinkError {
     /// only transport-level failures and unexpected objects are retried.
     pub fn client_go_disposition(&self) -> Disposition {
         match self {
-            SinkError::Construction(_) => Disposition::Drop { quiet: false },
+            SinkError::Construction(_) | SinkError::AnswerMismatch(_) => {
+                Disposition::Drop { quiet: false }
+            }
             SinkError::Status(_) => Disposition::Drop {
                 quiet: self.is_already_exists() || self.is_namespace_terminating(),
             },
@@ -341,6 +370,40 @@ mod tests {
             long.chars().count() <= MAX_SERVER_TEXT_CHARS + 30,
             "{}",
             long.len()
+        );
+    }
+
+    #[test]
+    fn out_of_range_retry_after_seconds_keep_the_status() {
+        let decode = |seconds: &str| {
+            serde_json::from_str::<Status>(&format!(
+                r#"{{"kind":"Status","message":"slow down","details":{{"retryAfterSeconds":{seconds}}},"code":429}}"#
+            ))
+            .expect("the status is kept")
+        };
+        let s = decode("99999999999999999999999");
+        assert_eq!(s.message, "slow down");
+        assert_eq!(s.details.unwrap().retry_after_seconds, Some(i32::MAX));
+        assert_eq!(
+            decode("4294967296").details.unwrap().retry_after_seconds,
+            Some(i32::MAX)
+        );
+        assert_eq!(
+            decode("-4294967296").details.unwrap().retry_after_seconds,
+            Some(i32::MIN)
+        );
+        assert_eq!(decode("2.5").details.unwrap().retry_after_seconds, Some(2));
+        assert_eq!(decode("\"7\"").details.unwrap().retry_after_seconds, None);
+        assert_eq!(decode("12").details.unwrap().retry_after_seconds, Some(12));
+    }
+
+    #[test]
+    fn a_mismatched_answer_is_dropped_not_retried() {
+        let e = SinkError::AnswerMismatch("x".into());
+        assert_eq!(e.disposition(), Disposition::Drop { quiet: false });
+        assert_eq!(
+            e.client_go_disposition(),
+            Disposition::Drop { quiet: false }
         );
     }
 

@@ -4,7 +4,6 @@
 //! a 401). Header values are marked sensitive, so neither `http`'s nor `reqwest`'s `Debug`
 //! shows them.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -12,13 +11,37 @@ use base64::Engine as _;
 use http::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::{Auth, ClientIdentity, ConfigError, MAX_TOKEN_FILE_BYTES, read_capped};
-use crate::exec::ExecConfig;
+use crate::config::{Auth, ClientIdentity, ConfigError};
+use crate::exec::{EXEC_INITIAL_BACKOFF, EXEC_MAX_BACKOFF, ExecConfig, ExecError};
+use crate::token_file::{TokenFile, bearer, sensitive};
 
 /// Why the current credential could not be produced (a token file that cannot be read, an
 /// exec plugin that failed). Never contains a credential.
-#[derive(Debug)]
-pub(crate) struct CredentialError(pub(crate) String);
+#[derive(Debug, Clone)]
+pub(crate) enum CredentialError {
+    /// A token file (its path is in the message).
+    File(String),
+    /// An exec credential plugin (its command is in the error).
+    Exec(ExecError),
+}
+
+impl std::fmt::Display for CredentialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialError::File(m) => f.write_str(m),
+            CredentialError::Exec(e) => e.fmt(f),
+        }
+    }
+}
+
+impl From<CredentialError> for ConfigError {
+    fn from(e: CredentialError) -> Self {
+        match e {
+            CredentialError::File(m) => ConfigError::Credential(m),
+            CredentialError::Exec(e) => ConfigError::ExecRun(e),
+        }
+    }
+}
 
 /// What one request is sent with.
 #[derive(Clone, Default)]
@@ -47,102 +70,6 @@ impl Credential {
     }
 }
 
-fn sensitive(value: String) -> Option<HeaderValue> {
-    let mut v = HeaderValue::try_from(value).ok()?;
-    v.set_sensitive(true);
-    Some(v)
-}
-
-fn bearer(token: &str) -> Option<HeaderValue> {
-    sensitive(format!("Bearer {token}"))
-}
-
-struct Cached {
-    header: HeaderValue,
-    read_at: Instant,
-    modified: Option<SystemTime>,
-}
-
-pub(crate) struct TokenFile {
-    path: PathBuf,
-    refresh: Duration,
-    cached: Mutex<Option<Cached>>,
-}
-
-impl TokenFile {
-    fn read(&self) -> Result<Cached, CredentialError> {
-        let err = |m: String| CredentialError(format!("token file {}: {m}", self.path.display()));
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
-        // At most MAX_TOKEN_FILE_BYTES: an endless file (a device, a runaway writer) is
-        // refused, not read until memory runs out.
-        let bytes = read_capped("token file", &self.path, MAX_TOKEN_FILE_BYTES).map_err(|e| {
-            CredentialError(match e {
-                ConfigError::Read { source, .. } => {
-                    format!("token file {}: {source}", self.path.display())
-                }
-                other => other.to_string(),
-            })
-        })?;
-        let text = std::str::from_utf8(&bytes).map_err(|_| err("not UTF-8 text".into()))?;
-        let token = text.trim();
-        if token.is_empty() {
-            return Err(err("empty".into()));
-        }
-        let header = bearer(token).ok_or_else(|| err("not a valid header value".into()))?;
-        tracing::debug!(path = %self.path.display(), "read bearer token file");
-        Ok(Cached {
-            header,
-            read_at: Instant::now(),
-            modified,
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Cached>> {
-        // The cache is a plain value; a panic elsewhere cannot leave it inconsistent.
-        self.cached.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The token, read again when older than `refresh` or when the file's mtime changed.
-    fn current(&self) -> Result<HeaderValue, CredentialError> {
-        let mut cached = self.lock();
-        if let Some(c) = cached.as_ref() {
-            let fresh = c.read_at.elapsed() < self.refresh;
-            let same_file = std::fs::metadata(&self.path)
-                .and_then(|m| m.modified())
-                .ok()
-                == c.modified;
-            if fresh && same_file {
-                return Ok(c.header.clone());
-            }
-        }
-        match self.read() {
-            Ok(c) => {
-                let h = c.header.clone();
-                *cached = Some(c);
-                Ok(h)
-            }
-            // A file briefly missing during a rotation: keep using the last good token.
-            Err(e) => match cached.as_ref() {
-                Some(c) => {
-                    tracing::warn!(error = %e.0, "using the previous bearer token");
-                    Ok(c.header.clone())
-                }
-                None => Err(e),
-            },
-        }
-    }
-
-    /// Reads the file now; returns the new header if it differs from `used`.
-    fn reload_if_changed(&self, used: &HeaderValue) -> Option<HeaderValue> {
-        let fresh = self.read().ok()?;
-        let h = fresh.header.clone();
-        *self.lock() = Some(fresh);
-        (h.as_bytes() != used.as_bytes()).then_some(h)
-    }
-}
-
 struct ExecCached {
     credential: Credential,
     expires: Option<SystemTime>,
@@ -153,11 +80,21 @@ struct ExecState {
     current: Option<ExecCached>,
     /// Runs that returned a credential.
     generation: u64,
+    /// No run before this (a back-off after a troubled run: failed, expired, due at once).
+    not_before: Option<Instant>,
+    /// The back-off after the next troubled run (doubled each time, reset by a good run).
+    backoff: Duration,
+    /// The last run's error, given to requests during its back-off.
+    last_error: Option<ExecError>,
 }
 
 /// An exec credential plugin and its cached credential. The cache is behind an async mutex
 /// held while the plugin runs (never during an HTTP request): concurrent requests that need
-/// a credential wait for the same run and then use its result.
+/// a credential wait for the same run and then use its result. A run that fails, or returns a
+/// credential already expired or due for a refresh at once, is followed by a back-off
+/// ([`EXEC_INITIAL_BACKOFF`] doubling up to [`EXEC_MAX_BACKOFF`]) during which the plugin is
+/// not run again, whatever the number of requests: they use the credential while it has not
+/// expired, else fail with the last run's error (a transport error, retried).
 pub(crate) struct ExecAuth {
     config: ExecConfig,
     state: tokio::sync::Mutex<ExecState>,
@@ -170,6 +107,30 @@ impl ExecAuth {
             .is_none_or(|e| SystemTime::now() + self.config.refresh_margin < e)
     }
 
+    /// Usable at all: not expired yet.
+    fn unexpired(c: &ExecCached) -> bool {
+        c.expires.is_none_or(|e| SystemTime::now() < e)
+    }
+
+    /// Whether a back-off forbids running the plugin now.
+    fn backing_off(state: &ExecState) -> bool {
+        state.not_before.is_some_and(|t| Instant::now() < t)
+    }
+
+    /// A troubled run: no run for the current back-off, the next one twice as long.
+    fn troubled(state: &mut ExecState) {
+        let wait = state
+            .backoff
+            .max(EXEC_INITIAL_BACKOFF)
+            .min(EXEC_MAX_BACKOFF);
+        state.not_before = Some(Instant::now() + wait);
+        state.backoff = (wait * 2).min(EXEC_MAX_BACKOFF);
+        tracing::debug!(
+            backoff_ms = wait.as_millis() as u64,
+            "exec credential plugin: backing off"
+        );
+    }
+
     async fn current(&self) -> Result<Credential, CredentialError> {
         let mut state = self.state.lock().await;
         if let Some(c) = &state.current
@@ -177,32 +138,52 @@ impl ExecAuth {
         {
             return Ok(c.credential.clone());
         }
+        if Self::backing_off(&state) {
+            if let Some(c) = state.current.as_ref().filter(|c| Self::unexpired(c)) {
+                return Ok(c.credential.clone());
+            }
+            let e = state
+                .last_error
+                .clone()
+                .unwrap_or_else(|| ExecError::Expired {
+                    command: self.config.command.clone(),
+                });
+            return Err(CredentialError::Exec(e));
+        }
         self.refresh(&mut state).await
     }
 
     /// Runs the plugin (the caller holds the lock) and caches what it returned. A failed run
     /// keeps using a cached credential that has not expired yet (it was only due for a
-    /// refresh).
+    /// refresh). A failed run, or a credential already expired or due for a refresh, starts
+    /// (or lengthens) the back-off; a good run ends it.
     async fn refresh(&self, state: &mut ExecState) -> Result<Credential, CredentialError> {
-        let result = self.config.run().await;
+        let result = self.config.run().await.and_then(|c| match c.expiration {
+            Some(e) if e <= SystemTime::now() => Err(ExecError::Expired {
+                command: self.config.command.clone(),
+            }),
+            _ => Ok(c),
+        });
         let credential = match result {
             Ok(c) => c,
             Err(e) => {
+                Self::troubled(state);
+                state.last_error = Some(e.clone());
                 if let Some(c) = &state.current
-                    && c.expires.is_none_or(|e| SystemTime::now() < e)
+                    && Self::unexpired(c)
                 {
                     tracing::warn!(error = %e, "exec credential plugin failed; using the previous credential until it expires");
                     return Ok(c.credential.clone());
                 }
-                return Err(CredentialError(e.to_string()));
+                return Err(CredentialError::Exec(e));
             }
         };
         let header = match &credential.token {
             Some(t) => Some(bearer(t.expose_secret()).ok_or_else(|| {
-                CredentialError(format!(
-                    "exec credential plugin {}: the token is not a valid header value",
-                    self.config.command
-                ))
+                CredentialError::Exec(ExecError::BadOutput {
+                    command: self.config.command.clone(),
+                    problem: "the token is not a valid header value".into(),
+                })
             })?),
             None => None,
         };
@@ -238,16 +219,29 @@ impl ExecAuth {
                 .map(|d| d.as_secs()),
             "exec credential plugin returned a credential"
         );
-        state.current = Some(ExecCached {
+        let cached = ExecCached {
             credential: fresh.clone(),
             expires: credential.expiration,
-        });
+        };
+        state.last_error = None;
+        if self.fresh(&cached) {
+            state.not_before = None;
+            state.backoff = Duration::ZERO;
+        } else {
+            // Due for a refresh at once (it expires within the margin): used, but the plugin
+            // is not run again for every request.
+            state.last_error = Some(ExecError::Expired {
+                command: self.config.command.clone(),
+            });
+            Self::troubled(state);
+        }
+        state.current = Some(cached);
         Ok(fresh)
     }
 
     /// After a 401 with `used`: a credential from a newer run if another request already
-    /// refreshed it, else the plugin runs again; `None` if that gives the same credential (or
-    /// fails).
+    /// refreshed it, else the plugin runs again (unless backing off); `None` if that gives the
+    /// same credential (which starts a back-off) or fails.
     async fn after_unauthorized(&self, used: &Credential) -> Option<Credential> {
         let mut state = self.state.lock().await;
         if let Some(c) = &state.current
@@ -256,6 +250,12 @@ impl ExecAuth {
         {
             return Some(c.credential.clone());
         }
+        if Self::backing_off(&state) {
+            tracing::debug!(
+                "401, and the exec credential plugin is backing off: not run again yet"
+            );
+            return None;
+        }
         // The refused credential is expired (a failed run must not fall back to it), but kept
         // so that the same certificate returned again keeps its client and connections.
         if let Some(c) = state.current.as_mut() {
@@ -263,9 +263,12 @@ impl ExecAuth {
         }
         match self.refresh(&mut state).await {
             Ok(c) if !c.same_as(used) => Some(c),
-            Ok(_) => None,
+            Ok(_) => {
+                Self::troubled(&mut state);
+                None
+            }
             Err(e) => {
-                tracing::warn!(error = %e.0, "401, and the exec credential plugin failed");
+                tracing::warn!(error = %e, "401, and the exec credential plugin failed");
                 None
             }
         }
@@ -316,11 +319,9 @@ impl AuthHeader {
                 let encoded = base64::engine::general_purpose::STANDARD.encode(raw.as_bytes());
                 AuthHeader::Static(sensitive(format!("Basic {encoded}")).ok_or_else(invalid)?)
             }
-            Auth::BearerFile { path, refresh } => AuthHeader::File(TokenFile {
-                path: path.clone(),
-                refresh: *refresh,
-                cached: Mutex::new(None),
-            }),
+            Auth::BearerFile { path, refresh } => {
+                AuthHeader::File(TokenFile::new(path.clone(), *refresh))
+            }
             Auth::Exec(config) => AuthHeader::Exec(shared_exec(config)),
         })
     }
@@ -342,7 +343,7 @@ impl AuthHeader {
         match self {
             AuthHeader::None => Ok(Credential::default()),
             AuthHeader::Static(h) => Ok(header(h.clone())),
-            AuthHeader::File(f) => f.current().map(header),
+            AuthHeader::File(f) => f.current().await.map(header).map_err(CredentialError::File),
             AuthHeader::Exec(e) => e.current().await,
         }
     }
@@ -351,7 +352,7 @@ impl AuthHeader {
     /// credential is returned for one more try.
     pub(crate) async fn after_unauthorized(&self, used: &Credential) -> Option<Credential> {
         match (self, &used.header) {
-            (AuthHeader::File(f), Some(h)) => f.reload_if_changed(h).map(|h| Credential {
+            (AuthHeader::File(f), Some(h)) => f.reload_if_changed(h).await.map(|h| Credential {
                 header: Some(h),
                 ..Credential::default()
             }),

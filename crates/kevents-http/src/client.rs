@@ -205,6 +205,28 @@ impl HttpSink {
         })
     }
 
+    /// Obtains the credential requests are sent with, now, without sending anything: reads
+    /// the token file, runs the exec credential plugin (unless its credential is cached and
+    /// fresh, or the plugin is backing off after a failure). A tool calls it before its first
+    /// request so that a credential problem is reported as one (the plugin or file named),
+    /// not as a failed request; requests obtain the credential by themselves anyway.
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_http::HttpSink) {
+    /// if let Err(e) = sink.authenticate().await {
+    ///     eprintln!("cannot get a credential: {e}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn authenticate(&self) -> Result<(), ConfigError> {
+        self.inner
+            .auth
+            .current()
+            .await
+            .map(drop)
+            .map_err(Into::into)
+    }
+
     /// [`HttpConfig::infer`] then [`HttpSink::new`].
     ///
     /// ```no_run
@@ -242,13 +264,15 @@ impl HttpSink {
     }
 
     /// `{prefix}/namespaces/{ns}/events[/{name}]` (`{prefix}/events` for an empty namespace,
-    /// as client-go builds it), for the API at path segments `prefix`.
+    /// as client-go builds it), for the API at path segments `prefix`. The namespace must be
+    /// a DNS-1123 label and the name a DNS-1123 subdomain ([`check_path_names`]).
     pub(crate) fn events_url_at(
         &self,
         prefix: &[&str],
         namespace: &str,
         name: Option<&str>,
     ) -> Result<Url, SinkError> {
+        check_path_names(namespace, name)?;
         let mut segs = prefix.to_vec();
         if !namespace.is_empty() {
             segs.extend(["namespaces", namespace]);
@@ -262,10 +286,12 @@ impl HttpSink {
 
     /// `POST {prefix}/namespaces/{ns}/events` of `event`'s JSON, the answer decoded by
     /// [`decode_event_of`] with `api_version`.
+    /// The answer must be the event sent, `name` in `namespace` ([`decode_written_of`]).
     pub(crate) fn create_at<T, R>(
         &self,
         prefix: &[&str],
         namespace: &str,
+        name: &str,
         event: &T,
         api_version: Option<&'static str>,
     ) -> Pin<Box<dyn Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>>
@@ -274,6 +300,7 @@ impl HttpSink {
         R: DeserializeOwned + 'static,
     {
         let this = self.clone();
+        let written = (namespace.to_owned(), name.to_owned());
         let prepared = self.events_url_at(prefix, namespace, None).and_then(|url| {
             kevents_core::json::to_vec(event)
                 .map(|body| (url, Bytes::from(body)))
@@ -287,12 +314,13 @@ impl HttpSink {
             if answer.status.is_success() && answer.oversized {
                 return Ok(this.stored_as_sent(&answer, "create"));
             }
-            decode_event_of::<R>(answer, api_version).map(Stored::from)
+            decode_written_of::<R>(answer, api_version, &written.0, &written.1).map(Stored::from)
         })
     }
 
     /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with the strategic-merge-patch bytes,
-    /// the answer decoded by [`decode_event_of`] with `api_version`.
+    /// the answer decoded by [`decode_event_of`] with `api_version`; it must be the event
+    /// patched ([`decode_written_of`]).
     pub(crate) fn patch_at<R>(
         &self,
         prefix: &[&str],
@@ -305,6 +333,7 @@ impl HttpSink {
         R: DeserializeOwned + 'static,
     {
         let this = self.clone();
+        let written = (namespace.to_owned(), name.to_owned());
         let prepared = self.events_url_at(prefix, namespace, Some(name));
         let body = Bytes::copy_from_slice(patch);
         Box::pin(async move {
@@ -313,7 +342,7 @@ impl HttpSink {
             if answer.status.is_success() && answer.oversized {
                 return Ok(this.stored_as_sent(&answer, "patch"));
             }
-            decode_event_of::<R>(answer, api_version).map(Stored::from)
+            decode_written_of::<R>(answer, api_version, &written.0, &written.1).map(Stored::from)
         })
     }
 
@@ -423,7 +452,7 @@ impl HttpSink {
             .current()
             .await
             // A token file being rotated, an exec plugin that failed: worth a retry.
-            .map_err(|e| SinkError::Transport(e.0))?;
+            .map_err(|e| SinkError::Transport(e.to_string()))?;
         let answer = self
             .send_once(&method, &url, body, &credential, cap)
             .await?;
@@ -575,6 +604,45 @@ pub(crate) fn decode_event_of<T: DeserializeOwned>(
     api_version: Option<&str>,
 ) -> Result<T, SinkError> {
     answer.view().decode_event(api_version)
+}
+
+/// [`decode_event_of`] for the answer to a write of `namespace`/`name`: the event answered
+/// must be that one ([`kevents_core::answer::Answer::decode_written`]; otherwise
+/// [`SinkError::AnswerMismatch`], logged at debug level here: the write's caller reports it).
+pub(crate) fn decode_written_of<T: DeserializeOwned>(
+    answer: Answer,
+    api_version: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> Result<T, SinkError> {
+    let r = answer.view().decode_written(api_version, namespace, name);
+    if let Err(e @ SinkError::AnswerMismatch(_)) = &r {
+        tracing::debug!(error = %e, "apiserver answered a write with another event; the answer is ignored");
+    }
+    r
+}
+
+/// Every namespace and name put into an event URL: a namespace is empty (all namespaces) or
+/// a DNS-1123 label, a name a DNS-1123 subdomain (what the apiserver accepts for events).
+/// So no `.`, `..`, empty or escaped segment can reach a URL path, whatever an event or a
+/// caller holds; anything else is [`SinkError::Construction`] and nothing is sent.
+pub(crate) fn check_path_names(namespace: &str, name: Option<&str>) -> Result<(), SinkError> {
+    use kevents_core::name::{is_dns1123_label, is_dns1123_subdomain};
+    if !namespace.is_empty() && !is_dns1123_label(namespace) {
+        return Err(SinkError::Construction(format!(
+            "namespace {:?} is not a DNS-1123 label",
+            sanitize_server_text_to(namespace, 100)
+        )));
+    }
+    if let Some(n) = name
+        && !is_dns1123_subdomain(n)
+    {
+        return Err(SinkError::Construction(format!(
+            "event name {:?} is not a DNS-1123 subdomain",
+            sanitize_server_text_to(n, 100)
+        )));
+    }
+    Ok(())
 }
 
 /// A 2xx answer too large to read (other than the echo of a create or patch).

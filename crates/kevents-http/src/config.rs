@@ -131,6 +131,19 @@ pub enum ConfigError {
         /// [`MAX_PEM_FILE_BYTES`]).
         limit: u64,
     },
+    /// A file (or a kubeconfig and the files it names) could not be read within
+    /// [`CREDENTIAL_FILE_TIMEOUT`](crate::CREDENTIAL_FILE_TIMEOUT): a FIFO without a writer,
+    /// a device, a hung network mount. The read is given up; nothing waits for it.
+    #[error(
+        "reading {what} did not finish within {} s (a FIFO without a writer, or a hung network mount?)",
+        .after.as_secs()
+    )]
+    Stalled {
+        /// What was being read, and where.
+        what: String,
+        /// How long it was waited for.
+        after: Duration,
+    },
     /// A base64 `*-data` field does not decode.
     #[error("{0} is not valid base64")]
     Base64(&'static str),
@@ -158,6 +171,15 @@ pub enum ConfigError {
         /// Where the configuration comes from.
         origin: String,
     },
+    /// A configuration entry combines settings that exclude each other (an exec plugin
+    /// together with a token, ...).
+    #[error("{origin}: {problem}")]
+    Conflict {
+        /// The entry, e.g. `kubeconfig F: users["u"].user.exec`.
+        origin: String,
+        /// What to keep.
+        problem: String,
+    },
     /// The configuration asks for something this crate does not implement.
     #[error("unsupported configuration: {0}")]
     Unsupported(String),
@@ -173,6 +195,14 @@ pub enum ConfigError {
         /// What is wrong.
         source: ExecError,
     },
+    /// The credential could not be obtained: a token file that cannot be read (its path is
+    /// in the message). See [`HttpSink::authenticate`](crate::HttpSink::authenticate).
+    #[error("{0}")]
+    Credential(String),
+    /// An exec credential plugin could not be run or gave no usable credential (the error
+    /// names the plugin). See [`HttpSink::authenticate`](crate::HttpSink::authenticate).
+    #[error(transparent)]
+    ExecRun(ExecError),
     /// A kubeconfig `auth-provider` entry (`oidc`, `gcp`, `azure`, ...): not supported;
     /// client-go itself removed the `gcp` and `azure` providers in 1.26. Exec credential
     /// plugins replace them: `gke-gcloud-auth-plugin` (GKE), `kubelogin` (AKS, and OIDC with

@@ -22,7 +22,8 @@ impl HttpSink {
 
     /// The sink's own `create` with the event's namespace.
     fn create_fut(&self, event: &Event) -> SinkFuture {
-        self.create_at(CORE_V1, &event.metadata.namespace, event, None)
+        let meta = &event.metadata;
+        self.create_at(CORE_V1, &meta.namespace, &meta.name, event, None)
     }
 
     fn patch_fut(&self, event: &Event, patch: &[u8]) -> SinkFuture {

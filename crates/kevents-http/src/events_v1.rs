@@ -103,8 +103,14 @@ fn decode_event_v1(answer: Answer) -> Result<events_v1::Event, SinkError> {
 /// ```
 impl EventsV1Sink for HttpSink {
     fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
-        let ns = &event.metadata.namespace;
-        self.create_at(EVENTS_V1, ns, event, Some(events_v1::API_VERSION))
+        let meta = &event.metadata;
+        self.create_at(
+            EVENTS_V1,
+            &meta.namespace,
+            &meta.name,
+            event,
+            Some(events_v1::API_VERSION),
+        )
     }
 
     fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {

@@ -20,12 +20,21 @@ pub const EXEC_CLUSTER_EXTENSION: &str = "client.authentication.k8s.io/exec";
 pub const EXEC_INFO_ENV: &str = "KUBERNETES_EXEC_INFO";
 /// Default longest run of a plugin before it is killed ([`ExecError::Timeout`]).
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+/// First pause after a troubled run of a plugin (it failed, or returned a credential already
+/// expired or due for a refresh at once) before it is run again; doubled after each troubled
+/// run up to [`EXEC_MAX_BACKOFF`], reset by a good one. Requests in between use the
+/// credential while it has not expired, or fail with the last run's error (retried).
+pub const EXEC_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest pause between two runs of a troubled plugin.
+pub const EXEC_MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Default time before a credential's `expirationTimestamp` at which the plugin is run again.
 pub const DEFAULT_EXEC_REFRESH_MARGIN: Duration = Duration::from_secs(10);
 /// Largest plugin output (stdout) read: 1 MiB ([`ExecError::OutputTooLarge`] beyond).
 pub const MAX_EXEC_OUTPUT_BYTES: usize = 1024 * 1024;
 /// Most of the plugin's stderr kept (the rest is read and thrown away); only its end, at most
-/// 512 characters and sanitised, is shown, and only when the plugin failed.
+/// 512 characters and sanitised, is logged at debug level (target `kevents_http`), and only
+/// when the plugin failed. It is never part of an error: a failing plugin may print a
+/// refresh token or a password there.
 pub const MAX_EXEC_STDERR_BYTES: usize = 64 * 1024;
 
 /// The version of the `ExecCredential` exchanged with the plugin (kubeconfig
@@ -272,8 +281,9 @@ impl ExecConfig {
 }
 
 /// Why an exec credential plugin could not be configured, run, or gave no usable credential.
-/// Messages never contain the plugin's output (token, key) nor the values of its environment;
-/// the end of its stderr is shown (sanitised) only when it failed.
+/// Messages name the plugin and never contain its output (token, key), its standard error
+/// (logged at debug level only: run with `RUST_LOG=kevents_http=debug` to see it) nor the
+/// values of its environment.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ExecError {
@@ -318,8 +328,12 @@ pub enum ExecError {
         /// The operating system's reason.
         reason: String,
     },
-    /// The plugin did not finish within its timeout and was killed.
-    #[error("exec credential plugin {command} did not finish within {after:?}; killed")]
+    /// The plugin did not finish within its timeout and was killed (with every process it
+    /// started: the plugin runs in a process group of its own).
+    #[error(
+        "exec credential plugin {command} did not finish within {} s (it hangs, or waits for input it cannot get); killed",
+        .after.as_secs_f64()
+    )]
     Timeout {
         /// The command.
         command: String,
@@ -327,14 +341,14 @@ pub enum ExecError {
         after: Duration,
     },
     /// The plugin exited unsuccessfully.
-    #[error("exec credential plugin {command} failed ({status}){}", stderr_suffix(.stderr))]
+    #[error(
+        "exec credential plugin {command} failed ({status}); its standard error is logged at debug level (RUST_LOG=kevents_http=debug)"
+    )]
     Failed {
         /// The command.
         command: String,
         /// How it ended (`exit status: 1`, `signal: 9 (SIGKILL)`).
         status: String,
-        /// The end of its stderr, sanitised, at most 512 characters.
-        stderr: String,
     },
     /// The plugin wrote more than [`MAX_EXEC_OUTPUT_BYTES`] to stdout.
     #[error("exec credential plugin {command} wrote more than {limit} bytes; killed")]
@@ -343,6 +357,15 @@ pub enum ExecError {
         command: String,
         /// The limit.
         limit: usize,
+    },
+    /// The plugin's credential has expired (or expires within the refresh margin right after
+    /// the run) and the plugin is backing off before it runs again.
+    #[error(
+        "exec credential plugin {command} returned a credential that has expired or expires at once; it runs again after a back-off"
+    )]
+    Expired {
+        /// The command.
+        command: String,
     },
     /// The plugin's output is not a usable `ExecCredential` (not JSON, another apiVersion or
     /// kind, no status, no token and no certificate, a certificate without key, a bad
@@ -360,13 +383,5 @@ fn hint_suffix(hint: &Option<String>) -> String {
     match hint.as_deref().map(str::trim) {
         Some(h) if !h.is_empty() => format!(": {}", sanitize_server_text_to(h, 1024)),
         _ => String::new(),
-    }
-}
-
-fn stderr_suffix(stderr: &str) -> String {
-    if stderr.is_empty() {
-        String::new()
-    } else {
-        format!(": {stderr}")
     }
 }

@@ -168,6 +168,23 @@ async fn drain_capped<R: AsyncRead + Unpin>(mut r: R, limit: usize) -> Vec<u8> {
     }
 }
 
+/// The process group of a running plugin (its id is the plugin's pid), killed with SIGKILL
+/// when dropped while set: on a timeout, an oversized output, or a cancelled request.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            use nix::sys::signal::{Signal, killpg};
+            use nix::unistd::Pid;
+            if let Err(e) = killpg(Pid::from_raw(pid), Signal::SIGKILL) {
+                tracing::debug!(error = %e, "exec credential plugin: killing its process group");
+            }
+        }
+    }
+}
+
 /// The end of the plugin's stderr, sanitised, at most 512 characters.
 fn stderr_tail(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
@@ -179,9 +196,10 @@ fn stderr_tail(bytes: &[u8]) -> String {
 impl ExecConfig {
     /// Runs the plugin once and returns its credential: on the current tokio runtime
     /// (`tokio::process`, nothing blocks the thread), stdin `/dev/null`, the environment of
-    /// this process plus [`ExecConfig::env`] and [`EXEC_INFO_ENV`], killed after
-    /// [`ExecConfig::timeout`]; stdout read up to [`MAX_EXEC_OUTPUT_BYTES`], stderr kept only
-    /// for the error of a failed run. Nothing of the output is logged. [`HttpSink`]
+    /// this process plus [`ExecConfig::env`] and [`EXEC_INFO_ENV`], in a process group of its
+    /// own that is killed whole after [`ExecConfig::timeout`]; stdout read up to
+    /// [`MAX_EXEC_OUTPUT_BYTES`], the end of stderr logged at debug level only when it
+    /// failed. Nothing of stdout is logged, nothing of stderr is in an error. [`HttpSink`]
     /// (crate::HttpSink) calls it when it needs a credential; calling it directly is for
     /// checking a plugin.
     ///
@@ -196,6 +214,8 @@ impl ExecConfig {
     /// # }
     /// ```
     pub async fn run(&self) -> Result<ExecCredential, ExecError> {
+        // The future may be dropped mid-run (a cancelled request): the group guard and
+        // `kill_on_drop` end the plugin then too.
         self.validate()?;
         let command = self.command.clone();
         let info = ExecInfo {
@@ -218,6 +238,10 @@ impl ExecConfig {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // A process group of its own, so that a plugin killed at its timeout takes every
+        // process it started with it (a shell script's `sleep`, a helper).
+        #[cfg(unix)]
+        cmd.process_group(0);
         let started = std::time::Instant::now();
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => ExecError::NotFound {
@@ -229,6 +253,8 @@ impl ExecConfig {
                 reason: sanitize_server_text_to(&e.to_string(), 200),
             },
         })?;
+        // Until the plugin has been waited for, dropping this kills its whole group.
+        let mut group = GroupGuard(child.id());
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let too_large = || ExecError::OutputTooLarge {
@@ -265,6 +291,8 @@ impl ExecConfig {
                     command: command.clone(),
                     after: self.timeout,
                 })??;
+        // The plugin was waited for: its group id may be reused from now on.
+        group.0 = None;
         tracing::debug!(
             command = %sanitize_server_text_to(&command, 200),
             success = status.success(),
@@ -272,10 +300,16 @@ impl ExecConfig {
             "ran exec credential plugin"
         );
         if !status.success() {
+            // Debug level only: a failing plugin may print a refresh token or a password.
+            tracing::debug!(
+                command = %sanitize_server_text_to(&command, 200),
+                status = %status,
+                stderr = %stderr_tail(&err),
+                "exec credential plugin failed; the end of its standard error"
+            );
             return Err(ExecError::Failed {
                 command,
                 status: status.to_string(),
-                stderr: stderr_tail(&err),
             });
         }
         drop(err);

@@ -20,6 +20,7 @@ use crate::config::{
 use crate::exec::{
     EXEC_CLUSTER_EXTENSION, ExecApiVersion, ExecCluster, ExecConfig, ExecError, InteractiveMode,
 };
+use crate::off_thread::{CREDENTIAL_FILE_TIMEOUT, off_thread};
 
 /// Where a pod's service-account files are mounted.
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -45,14 +46,20 @@ impl HttpConfig {
     /// # Ok(()) }
     /// ```
     pub async fn infer() -> Result<Self, ConfigError> {
-        match default_kubeconfig() {
-            Ok(loaded) => from_loaded(loaded, None),
-            Err(Absent(kubeconfig)) => Self::incluster().map_err(|in_cluster| ConfigError::Infer {
-                kubeconfig: Box::new(kubeconfig),
-                in_cluster: Box::new(in_cluster),
-            }),
-            Err(Broken(e)) => Err(e),
-        }
+        bounded_load(
+            "the kubeconfig or the in-cluster configuration".into(),
+            || match default_kubeconfig() {
+                Ok(loaded) => from_loaded(loaded, None),
+                Err(Absent(kubeconfig)) => {
+                    HttpConfig::incluster().map_err(|in_cluster| ConfigError::Infer {
+                        kubeconfig: Box::new(kubeconfig),
+                        in_cluster: Box::new(in_cluster),
+                    })
+                }
+                Err(Broken(e)) => Err(e),
+            },
+        )
+        .await
     }
 
     /// A kubeconfig: `path`, or `$KUBECONFIG` (several files merged, as kubectl does) /
@@ -71,14 +78,23 @@ impl HttpConfig {
         path: Option<&Path>,
         context: Option<&str>,
     ) -> Result<Self, ConfigError> {
-        let loaded = match path {
-            Some(path) => Loaded {
-                config: read_kubeconfig_file(path)?,
-                origin: path.display().to_string(),
-            },
-            None => default_kubeconfig().map_err(|(Absent(e) | Broken(e))| e)?,
+        let what = match path {
+            Some(p) => format!("kubeconfig {} and the files it names", p.display()),
+            None => "the kubeconfig ($KUBECONFIG or ~/.kube/config) and the files it names".into(),
         };
-        from_loaded(loaded, context)
+        let path = path.map(Path::to_owned);
+        let context = context.map(str::to_owned);
+        bounded_load(what, move || {
+            let loaded = match &path {
+                Some(path) => Loaded {
+                    config: read_kubeconfig_file(path)?,
+                    origin: path.display().to_string(),
+                },
+                None => default_kubeconfig().map_err(|(Absent(e) | Broken(e))| e)?,
+            };
+            from_loaded(loaded, context.as_deref())
+        })
+        .await
     }
 
     /// A kubeconfig given as YAML text (relative file paths in it are relative to the
@@ -109,7 +125,11 @@ impl HttpConfig {
             config: parse_kubeconfig(yaml, YAML_TEXT)?,
             origin: YAML_TEXT.to_owned(),
         };
-        from_loaded(loaded, context)
+        let context = context.map(str::to_owned);
+        bounded_load(format!("the files named by {YAML_TEXT}"), move || {
+            from_loaded(loaded, context.as_deref())
+        })
+        .await
     }
 
     /// The pod's service account: `KUBERNETES_SERVICE_HOST`/`_PORT`, the mounted CA and
@@ -159,6 +179,21 @@ impl HttpConfig {
     fn new_at(cluster_url: &str, origin: &str) -> Result<Self, ConfigError> {
         Ok(HttpConfig::for_url(parse_cluster_url(cluster_url, origin)?))
     }
+}
+
+/// Runs a kubeconfig's loading (it reads files: the kubeconfig, CA, client certificate and
+/// key) on a thread of its own, bounded by [`CREDENTIAL_FILE_TIMEOUT`]: a file that blocks
+/// is [`ConfigError::Stalled`], not a frozen caller.
+async fn bounded_load(
+    what: String,
+    load: impl FnOnce() -> Result<HttpConfig, ConfigError> + Send + 'static,
+) -> Result<HttpConfig, ConfigError> {
+    off_thread("kevents-kubeconfig", CREDENTIAL_FILE_TIMEOUT, load)
+        .await
+        .unwrap_or(Err(ConfigError::Stalled {
+            what,
+            after: CREDENTIAL_FILE_TIMEOUT,
+        }))
 }
 
 /// Why no default kubeconfig was loaded: there is none, or there is one that cannot be used.
@@ -525,9 +560,8 @@ fn apply_user(
             || a.token_file.as_deref().is_some_and(|p| !p.is_empty())
             || a.username.is_some()
         {
-            return Err(ConfigError::Kubeconfig {
-                file: origin.to_owned(),
-                field: "exec".into(),
+            return Err(ConfigError::Conflict {
+                origin: format!("{origin}.exec"),
                 problem: "an exec credential plugin together with token, tokenFile or username/password: keep only one of them".into(),
             });
         }

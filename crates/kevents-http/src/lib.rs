@@ -8,7 +8,9 @@
 //! paginated lists of both APIs, [`ListError`]), `core_v1.rs` (core/v1 events),
 //! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` ([`HttpConfig`],
 //! its checks and limits, [`ConfigError`]), `kubeconfig.rs` (kubeconfig and in-cluster
-//! loading), `auth.rs` (the credential of each request: token files, exec plugin caching),
+//! loading), `auth.rs` (the credential of each request, exec plugin caching), `token_file.rs`
+//! (token files, read on a worker thread of their own), `off_thread.rs` (file reads bounded in
+//! time, [`read_credential_file`]),
 //! `exec.rs` (exec credential plugin configuration, [`ExecError`]) and `exec_plugin.rs`
 //! (running a plugin, [`ExecCredential`]).
 //!
@@ -51,16 +53,20 @@ mod exec;
 mod exec_plugin;
 mod kubeconfig;
 mod list;
+mod off_thread;
 mod tls;
+mod token_file;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
 pub use exec::{
     DEFAULT_EXEC_REFRESH_MARGIN, DEFAULT_EXEC_TIMEOUT, EXEC_API_V1, EXEC_API_V1BETA1,
-    EXEC_CLUSTER_EXTENSION, EXEC_INFO_ENV, ExecApiVersion, ExecCluster, ExecConfig, ExecError,
-    InteractiveMode, MAX_EXEC_OUTPUT_BYTES, MAX_EXEC_STDERR_BYTES,
+    EXEC_CLUSTER_EXTENSION, EXEC_INFO_ENV, EXEC_INITIAL_BACKOFF, EXEC_MAX_BACKOFF, ExecApiVersion,
+    ExecCluster, ExecConfig, ExecError, InteractiveMode, MAX_EXEC_OUTPUT_BYTES,
+    MAX_EXEC_STDERR_BYTES,
 };
 pub use exec_plugin::ExecCredential;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use list::ListError;
+pub use off_thread::{CREDENTIAL_FILE_TIMEOUT, read_credential_file};
 pub use secrecy;

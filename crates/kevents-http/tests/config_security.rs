@@ -369,9 +369,20 @@ async fn url_path_prefix_and_escaping() {
     // by validation there, exactly as the real apiserver refuses it).
     let err = sink.create(&event("a/b")).await.unwrap_err();
     assert_eq!(err.code(), Some(422));
-    let mut patch_target = event("x?y#z");
-    patch_target.count = 2;
-    let err = sink.patch(&patch_target, b"{}").await.unwrap_err();
-    let SinkError::Status(s) = err else { panic!() };
-    assert_eq!(s.details.unwrap().name, "x?y#z");
+    // A name put into the URL path must be a DNS-1123 subdomain (issue 27): one that would
+    // need escaping, a dot segment or an empty name is refused before anything is sent.
+    let before = sim.stats().requests;
+    for name in ["x?y#z", "..", ".", "", "a/b", "a%2Fb"] {
+        let mut patch_target = event(name);
+        patch_target.count = 2;
+        let err = sink.patch(&patch_target, b"{}").await.unwrap_err();
+        assert!(matches!(err, SinkError::Construction(_)), "{name}: {err:?}");
+    }
+    let mut elsewhere = event("ok.1");
+    elsewhere.metadata.namespace = "..".into();
+    let err = sink.patch(&elsewhere, b"{}").await.unwrap_err();
+    assert!(matches!(err, SinkError::Construction(_)), "{err:?}");
+    assert!(sink.get_event("default", "..").await.is_err());
+    assert!(sink.delete_event("..", "x").await.is_err());
+    assert_eq!(sim.stats().requests, before, "nothing was sent");
 }

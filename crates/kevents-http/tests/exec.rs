@@ -117,6 +117,17 @@ fn assert_secret_free(secrets: &[&str], texts: &[&str]) {
     }
 }
 
+/// Every log line holding `text` is at DEBUG level (none at INFO, WARN or ERROR), and
+/// there is at least one.
+fn assert_only_at_debug(text: &str) {
+    let logs = common::log_text();
+    let lines: Vec<&str> = logs.lines().filter(|l| l.contains(text)).collect();
+    assert!(!lines.is_empty(), "{text} not logged at all");
+    for l in lines {
+        assert!(l.contains(" DEBUG ") || l.contains(" TRACE "), "{l}");
+    }
+}
+
 async fn start() -> SimHandle {
     common::logs();
     Simulator::start(SimConfig::like_apiserver()).await.unwrap()
@@ -286,14 +297,20 @@ async fn bad_output_is_a_typed_error_and_nothing_is_sent() {
         assert!(matches!(typed, ExecError::BadOutput { .. }), "{typed:?}");
         texts.push(format!("{typed} {typed:?}"));
     }
-    // A failing plugin: its stderr's end is in the error (sanitised), nothing is sent.
+    // A failing plugin: the error names it and its exit status; its stderr is never in the
+    // error (it may hold a refresh token), only logged at debug level (issue 27). Nothing is
+    // sent.
     let plugin = Plugin::new("echo 'login expired: run gcloud auth login' >&2; exit 3");
     let sink = sink_for(&sim, &plugin, None).await;
     let err = sink.create(&event("fail")).await.unwrap_err().to_string();
     assert!(
-        err.contains("exit status: 3") && err.contains("run gcloud auth login"),
+        err.contains("exit status: 3")
+            && err.contains("exec credential plugin /bin/bash failed")
+            && !err.contains("run gcloud auth login")
+            && err.contains("RUST_LOG=kevents_http=debug"),
         "{err}"
     );
+    assert_only_at_debug("run gcloud auth login");
     // Too much output: killed at the limit.
     let plugin = Plugin::new("head -c 3000000 /dev/zero | tr '\\0' x");
     let config =
@@ -481,4 +498,131 @@ async fn a_client_certificate_from_the_plugin_is_used_and_rotated() {
         .filter(|l| !l.starts_with("-----"))
         .collect();
     assert_secret_free(&key_lines, &[&err.to_string(), &format!("{sink:?}")]);
+}
+
+// --- issue 27: back-off, process groups ----------------------------------------------------
+
+#[tokio::test]
+async fn a_failing_plugin_is_run_again_after_a_back_off_not_per_request() {
+    let sim = start().await;
+    let refresh = "refresh-token-in-stderr-19c4";
+    let plugin = Plugin::new(&format!("echo 'oauth2: {refresh} rejected' >&2; exit 1"));
+    let sink = sink_for(&sim, &plugin, None).await;
+    let mut texts = Vec::new();
+    for i in 0..40 {
+        let err = sink.create(&event(&format!("f.{i}"))).await.unwrap_err();
+        assert!(matches!(err, SinkError::Transport(_)), "{err:?}");
+        texts.push(err.to_string());
+    }
+    // One run, then a back-off of 1 s (EXEC_INITIAL_BACKOFF): the requests in between get
+    // the last run's error without running the plugin.
+    assert_eq!(plugin.runs(), 1);
+    tokio::time::sleep(kevents_http::EXEC_INITIAL_BACKOFF + Duration::from_millis(200)).await;
+    for i in 0..10 {
+        let _ = sink.create(&event(&format!("g.{i}"))).await.unwrap_err();
+    }
+    assert_eq!(plugin.runs(), 2, "one run per back-off step");
+    assert_eq!(sim.stats().requests, 0);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for t in &refs {
+        assert!(!t.contains(refresh), "{t}");
+    }
+    assert_only_at_debug(refresh);
+}
+
+#[tokio::test]
+async fn an_expiring_or_expired_credential_does_not_run_the_plugin_per_request() {
+    let sim = start().await;
+    let token = "exec-token-margin-6b2f";
+    sim.add_token(token, "exec-user", true);
+    // Valid for 5 s, inside the default 10 s refresh margin: due for a refresh at once.
+    let plugin = Plugin::tokens(&[token]);
+    plugin.write("expire_in", "5");
+    let sink = sink_for(&sim, &plugin, None).await;
+    let started = Instant::now();
+    for i in 0..10 {
+        sink.create(&event(&format!("m.{i}"))).await.unwrap();
+    }
+    // Once per back-off step (1 s, then 2 s): one run unless this took over a second.
+    let allowed = if started.elapsed() < Duration::from_secs(1) {
+        1
+    } else {
+        2
+    };
+    assert!(
+        plugin.runs() <= allowed,
+        "used until it expires, not refreshed per request: {} runs",
+        plugin.runs()
+    );
+    // Already expired when returned: refused without sending it, retried after a back-off.
+    let plugin = Plugin::new(&format!(
+        r#"printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"{token}","expirationTimestamp":"2001-01-01T00:00:00Z"}}}}'"#
+    ));
+    let sink = sink_for(&sim, &plugin, None).await;
+    let before = sim.stats().requests;
+    for i in 0..30 {
+        let err = sink.create(&event(&format!("x.{i}"))).await.unwrap_err();
+        assert!(
+            matches!(&err, SinkError::Transport(t) if t.contains("expired")),
+            "{err:?}"
+        );
+    }
+    assert_eq!(plugin.runs(), 1);
+    assert_eq!(sim.stats().requests, before);
+    assert_secret_free(&[token], &[]);
+}
+
+#[tokio::test]
+async fn a_plugin_whose_credential_keeps_being_refused_backs_off() {
+    let sim = start().await;
+    let plugin = Plugin::tokens(&["exec-token-refused-0d9e"]);
+    let sink = sink_for(&sim, &plugin, None).await;
+    let started = Instant::now();
+    for i in 0..8 {
+        let err = sink.create(&event(&format!("r.{i}"))).await.unwrap_err();
+        assert_eq!(err.code(), Some(401), "{err}");
+    }
+    // The first request's 401 runs it again (the same token comes back): back-off, so the
+    // other 401s do not run it (unless a second passed: one more run).
+    let allowed = if started.elapsed() < Duration::from_secs(1) {
+        2
+    } else {
+        3
+    };
+    assert!(plugin.runs() <= allowed, "{} runs", plugin.runs());
+}
+
+#[test]
+fn a_plugin_killed_at_its_timeout_takes_its_children_with_it() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let plugin = Plugin::new("sleep 300 &\necho $! > \"$D/child\"\nwait\n");
+    let exec = ExecConfig::new("/bin/bash")
+        .with_args([plugin.path().display().to_string()])
+        .with_timeout(Duration::from_millis(1500));
+    let err = rt.block_on(exec.run()).unwrap_err();
+    assert!(matches!(err, ExecError::Timeout { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("did not finish within 1.5 s"),
+        "{err}"
+    );
+    let child: u32 = std::fs::read_to_string(plugin.dir.path().join("child"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Gone (or a zombie waiting for init), not sleeping on with parent 1.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| {
+            s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while alive() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(), "the plugin's child {child} survived it");
 }

@@ -243,8 +243,9 @@ impl KeyedWrites for SinkActor {
     fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
         let job = self.writer.head_mut(key)?;
         let w = &job.write;
-        // Counted before the call: a sink that panics in it made an attempt too.
-        self.counters.attempt();
+        // Counted before the call: a sink that panics in it made an attempt too. The writer
+        // engine counted this attempt in `job.attempts` already.
+        self.counters.attempt(job.attempts);
         job.span = tracing::debug_span!(
             "kevents.write",
             sink = %self.counters.name(),

@@ -19,6 +19,8 @@ pub(crate) const SINK_EVENTS: &str = "kevents_sink_events_total";
 pub(crate) const SINK_WRITES: &str = "kevents_sink_writes_total";
 /// Counter, label `sink`: requests made, retries included.
 pub(crate) const SINK_ATTEMPTS: &str = "kevents_sink_attempts_total";
+/// Counter, label `sink`: requests that re-sent a write after a failed attempt.
+pub(crate) const SINK_RETRIES: &str = "kevents_sink_retries_total";
 /// Counter, label `sink`: supervisor restarts of a sink actor.
 pub(crate) const SINK_RESTARTS: &str = "kevents_sink_restarts_total";
 /// Gauge, label `queue` (`intake`, `watcher:<name>`, `sink:<name>`): items waiting.
@@ -69,7 +71,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 26] = [
+pub(crate) const ALL: [(&str, Kind, &str); 27] = [
     (
         RECORDED,
         Kind::Counter,
@@ -109,6 +111,11 @@ pub(crate) const ALL: [(&str, Kind, &str); 26] = [
         SINK_ATTEMPTS,
         Kind::Counter,
         "Requests a core/v1 sink made, retries included.",
+    ),
+    (
+        SINK_RETRIES,
+        Kind::Counter,
+        "Requests a core/v1 sink made to re-send a write after a failed attempt of it.",
     ),
     (
         SINK_RESTARTS,

@@ -52,6 +52,7 @@ pub(crate) struct SinkCounters {
     abandoned: Counter,
     superseded: Counter,
     attempts: Counter,
+    retries: Counter,
     restarts: Counter,
     queued: AtomicU64,
     in_flight: AtomicU64,
@@ -83,6 +84,7 @@ impl SinkCounters {
             abandoned: wr("abandoned"),
             superseded: wr("superseded"),
             attempts: Counter::new(metrics::counter!(names::SINK_ATTEMPTS, "sink" => n.clone())),
+            retries: Counter::new(metrics::counter!(names::SINK_RETRIES, "sink" => n.clone())),
             restarts: Counter::new(metrics::counter!(names::SINK_RESTARTS, "sink" => n.clone())),
             queued: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
@@ -131,9 +133,13 @@ impl SinkCounters {
         self.queued.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// One request is being made.
-    pub(crate) fn attempt(&self) {
+    /// One request is being made: the `attempt`-th of its write (1: the first; later ones
+    /// are retries).
+    pub(crate) fn attempt(&self, attempt: u32) {
         self.attempts.add(1);
+        if attempt > 1 {
+            self.retries.add(1);
+        }
     }
 
     /// One write ended.
@@ -192,6 +198,7 @@ impl SinkCounters {
             abandoned: self.abandoned.get(),
             superseded: self.superseded.get(),
             attempts: self.attempts.get(),
+            retries: self.retries.get(),
             restarts: self.restarts.get(),
             queued: self.queued.load(Ordering::Relaxed),
             in_flight: self.in_flight.load(Ordering::Relaxed),

@@ -15,6 +15,7 @@
 //! counters, which are printed whatever happened. The exit code says how it went
 //! ([`FailureKind`]).
 
+pub mod run;
 pub mod scenario;
 pub mod table;
 
@@ -186,11 +187,20 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     let story = scenario::story(&namespace);
     let span = scenario::STORY_SECS;
     let now = SystemClock.now();
-    let start = Time::from_unix_secs(now.unix_secs() - span as i64);
+    // Earlier runs into this namespace: their run identifiers are not used again.
+    let used = match read_back(&sink, &namespace).await {
+        Ok(events) => events
+            .iter()
+            .filter_map(|e| run::run_id_of(&e.metadata.name))
+            .collect(),
+        Err(_) => Default::default(),
+    };
+    let run = run::choose_run_id(&used);
+    let start = run::story_start(now.unix_secs() - span as i64, run);
     let clock = VirtualClock::new(start);
 
     println!(
-        "kevents demo: {} occurrences from {} components over {} simulated minutes, namespace {namespace:?}, written to {where_}{version}",
+        "kevents demo: {} occurrences from {} components over {} simulated minutes, namespace {namespace:?}, run {run}, written to {where_}{version}",
         story.len(),
         scenario::COMPONENTS.len(),
         span / 60
@@ -213,10 +223,11 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     let totals = played.totals();
 
     let read = read_back(&sink, &namespace).await.map(|mut events| {
-        // On a real cluster, earlier runs and other writers may have left events here.
+        // On a real cluster, earlier runs and other writers may have left events here: only
+        // this run's are shown (its identifier is in every name).
         events.retain(|e| {
             scenario::COMPONENTS.contains(&e.source.component.as_str())
-                && e.first_timestamp.is_none_or(|t| t >= start)
+                && run::run_id_of(&e.metadata.name) == Some(run)
         });
         events
     });
