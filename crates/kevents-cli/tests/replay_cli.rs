@@ -29,22 +29,29 @@ fn values(bytes: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// v1.20.2's answers with `--client-go 1.20`, v0.36.4's with the default (1.36).
 #[test]
 fn replay_command_agrees_with_client_go_on_samples_with_flags() {
-    for name in ["spam-1-012", "similar-1-011", "ttl-1-006", "mixed-1-010"] {
-        let flags = std::fs::read_to_string(traces().join(format!("{name}.flags"))).unwrap();
-        let input = std::fs::read(traces().join(format!("{name}.jsonl"))).unwrap();
-        let expected = std::fs::read(traces().join(format!("{name}.expected"))).unwrap();
-        let args: Vec<&str> = std::iter::once("replay")
-            .chain(flags.split_whitespace())
-            .collect();
-        let out = kevents(&args, &input);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(values(&out.stdout), values(&expected), "{name}");
+    for (dir, profile) in [
+        (traces(), &["--client-go", "1.20"][..]),
+        (traces().with_file_name("traces-1.36"), &[][..]),
+    ] {
+        for name in ["spam-1-012", "similar-1-011", "ttl-1-006", "mixed-1-010"] {
+            let flags = std::fs::read_to_string(dir.join(format!("{name}.flags"))).unwrap();
+            let input = std::fs::read(dir.join(format!("{name}.jsonl"))).unwrap();
+            let expected = std::fs::read(dir.join(format!("{name}.expected"))).unwrap();
+            let args: Vec<&str> = std::iter::once("replay")
+                .chain(flags.split_whitespace())
+                .chain(profile.iter().copied())
+                .collect();
+            let out = kevents(&args, &input);
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(values(&out.stdout), values(&expected), "{name} {profile:?}");
+        }
     }
 }
 

@@ -38,6 +38,7 @@ pub mod http_date;
 pub mod json;
 pub mod meta;
 pub mod name;
+pub mod profile;
 pub mod reference;
 pub mod status;
 pub mod stored;
@@ -49,6 +50,7 @@ pub use core_v1::{
     Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,
 };
 pub use meta::ObjectMeta;
+pub use profile::ClientGoVersion;
 pub use reference::{ObjectReference, Reference, ReferenceError, ReferenceRef};
 pub use status::{Disposition, SinkError, Status};
 pub use stored::Stored;

@@ -5,6 +5,8 @@
 //! scenarios are unit tests in `src/core_v1/correlator/tests.rs`.
 
 use std::sync::Arc;
+
+use kevents_core::ClientGoVersion;
 use std::time::Duration;
 
 use kevents_core::core_v1::correlator::{
@@ -141,13 +143,20 @@ fn p3_spam_boundary_is_client_gos_float32_rate() {
 
 #[test]
 fn p4_one_bucket_per_object_in_1_20_and_per_type_with_the_1_32_key() {
-    for (key, warning_passes) in [
-        (None, false),
-        (Some(Arc::new(spam_key_with_type) as SpamKeyFn), true),
+    // The profile's key (1.20: one bucket; 1.36, the default: per type), and the
+    // 1.32 key given explicitly as an override of the 1.20 profile.
+    for (key, version, warning_passes) in [
+        (None, ClientGoVersion::V1_20, false),
+        (
+            Some(Arc::new(spam_key_with_type) as SpamKeyFn),
+            ClientGoVersion::V1_20,
+            true,
+        ),
+        (None, ClientGoVersion::default(), true),
     ] {
         let mut h = Harness::new(CorrelatorOptions {
             spam_key_fn: key,
-            ..Default::default()
+            ..CorrelatorOptions::for_client_go(version)
         });
         for i in 0..25 {
             h.clock.advance(Duration::from_millis(1));

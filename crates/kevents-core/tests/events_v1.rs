@@ -1028,3 +1028,30 @@ proptest! {
         }
     }
 }
+
+/// A write result does not change which series is least recently observed: series A,
+/// idle for 6 minutes, is finished even when the result of its series-start PATCH arrived
+/// after series B's latest occurrence (the result used to promote A in the LRU, and the
+/// finish pass stopped at B, which is not idle, leaving A unfinished).
+#[test]
+fn write_results_do_not_delay_the_finish_of_an_idle_series() {
+    let f = factory("ctl", "ctl-1");
+    let t0 = t("2021-01-01T00:00:00Z");
+    let at = |s: u64| t0.saturating_add(Duration::from_secs(s));
+    let mut cache = SeriesCache::new(SeriesOptions::default());
+    let a = |s| f.make(at(s), occ(pod("ns", "a"), "R", "A", "n")).unwrap();
+    let b = |s| f.make(at(s), occ(pod("ns", "b"), "R", "A", "n")).unwrap();
+    cache.observe(a(0), at(0));
+    let a_start = cache.observe(a(1), at(1)).write.unwrap();
+    assert!(cache.observe(a(2), at(2)).write.is_none()); // count 3, in memory
+    cache.observe(b(3), at(3));
+    cache.observe(b(4), at(4));
+    cache.observe(b(200), at(200));
+    let stored = Ok(kevents_core::Stored::AsSent);
+    assert_eq!(cache.on_write_result(&a_start, &stored), Step::Stored);
+    let done = cache.finish_idle(at(2 + 360 + 1));
+    assert_eq!(done.len(), 1, "series A finished: {done:?}");
+    assert_eq!(done[0].event().regarding.name, "a");
+    assert_eq!(done[0].event().series.unwrap().count, 3);
+    assert_eq!(cache.open_series(), 1);
+}

@@ -195,7 +195,12 @@ impl MemoryApiServer {
         if let Err(e) = events_v1::validate_create(event, ClusterScopedRule::DefaultOrKubeSystem) {
             return Err(status(422, "Invalid", e.to_string(), &event.metadata.name));
         }
-        self.create_now(&Event::from(event.clone()))
+        // Stored as the wire carries it: eventTime and lastObservedTime in microseconds
+        // (MicroTime), so a later PATCH read back through JSON finds them unchanged.
+        let wire = serde_json::to_value(event)
+            .and_then(serde_json::from_value::<events_v1::Event>)
+            .map_err(|e| status(400, "BadRequest", e.to_string(), &event.metadata.name))?;
+        self.create_now(&Event::from(wire))
             .map(events_v1::Event::from)
     }
 

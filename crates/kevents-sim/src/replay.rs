@@ -7,9 +7,12 @@
 //! stays bounded by the longest accepted line, whatever the input.
 
 mod excerpt;
+mod gofmt;
 pub mod kubectl;
 mod lines;
 mod options;
+pub mod series;
+mod shape;
 mod trace;
 
 use std::future::Future;
@@ -17,12 +20,13 @@ use std::io::{self, BufRead, Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use serde::de::IgnoredAny;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
 use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
 use kevents_core::{
-    Event, EventFactory, InvalidEvent, Naming, Occurrence, Time, VirtualClock, WriteKind,
+    ClientGoVersion, Event, EventFactory, InvalidEvent, Occurrence, Time, VirtualClock, WriteKind,
     write_event,
 };
 
@@ -55,6 +59,37 @@ pub enum ReplayError {
     /// Neither `object` nor `delete` was given.
     #[error("line {0}: needs either \"object\" or \"delete\"")]
     Shape(usize),
+    /// Both `object` and `delete` were given.
+    #[error(
+        "line {0}: has both \"object\" and \"delete\"; a line is either an occurrence or a deletion"
+    )]
+    ObjectAndDelete(usize),
+    /// The line is valid JSON but not a JSON object.
+    #[error("line {line}: expected a JSON object, got {found}")]
+    NotAnObject {
+        /// 1-based line number.
+        line: usize,
+        /// What the line is instead (`an array`, `a string`, ...).
+        found: &'static str,
+    },
+    /// A JSON array inside the line (the format has none).
+    #[error(
+        "line {line}, column {column}: unexpected array (every value of a line is an object, a string, a number or a boolean)"
+    )]
+    Array {
+        /// 1-based line number.
+        line: usize,
+        /// 1-based column (bytes) of the `[`.
+        column: usize,
+    },
+    /// A line of the events.k8s.io/v1 series format that cannot be replayed.
+    #[error("line {line}: {message}")]
+    Series {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// Time went backwards.
     #[error("line {line}: time {time} is before the previous line's {previous}")]
     TimeWentBack {
@@ -118,7 +153,10 @@ impl ReplayError {
             | ReplayError::MisplacedBom { line }
             | ReplayError::LineTooLong { line, .. }
             | ReplayError::Read { line, .. } => Some(*line),
-            ReplayError::Shape(line) => Some(*line),
+            ReplayError::Shape(line) | ReplayError::ObjectAndDelete(line) => Some(*line),
+            ReplayError::NotAnObject { line, .. }
+            | ReplayError::Array { line, .. }
+            | ReplayError::Series { line, .. } => Some(*line),
             ReplayError::Utf16 => Some(1),
             ReplayError::Write(_) => None,
             ReplayError::Kubectl(e) => e.line(),
@@ -146,6 +184,7 @@ pub struct Replayer {
     api: MemoryApiServer,
     line: usize,
     last_time: Option<i64>,
+    client_go: ClientGoVersion,
 }
 
 impl std::fmt::Debug for Replayer {
@@ -158,11 +197,14 @@ impl std::fmt::Debug for Replayer {
 
 impl Replayer {
     /// A replayer with these correlator options (its clock is replaced by the virtual one).
+    /// Events are built as the options' client-go release builds them
+    /// ([`CorrelatorOptions::client_go`]: names, reporting fields).
     pub fn new(mut options: CorrelatorOptions) -> Self {
         let clock = VirtualClock::new(Time::UNIX_EPOCH);
         options.clock = Some(Arc::new(clock.clone()));
         Replayer {
             clock,
+            client_go: options.client_go,
             correlator: Correlator::new(options),
             api: MemoryApiServer::new(),
             line: 0,
@@ -184,11 +226,7 @@ impl Replayer {
     /// Parses and replays one JSON line that is line `number` (1-based) of the input; errors
     /// name that number.
     pub fn replay_numbered(&mut self, number: usize, line: &str) -> Result<Value, ReplayError> {
-        let parsed: TraceLine = serde_json::from_str(line).map_err(|e| ReplayError::Parse {
-            line: number,
-            column: e.column(),
-            message: excerpt::json_message(&e),
-        })?;
+        let parsed: TraceLine = parse_line(number, line)?;
         self.replay_at(number, parsed)
     }
 
@@ -216,63 +254,15 @@ impl Replayer {
     /// ```
     pub fn replay_trace<R: BufRead, W: Write>(
         &mut self,
-        mut input: R,
-        mut out: W,
+        input: R,
+        out: W,
         max_line_bytes: usize,
     ) -> Result<u64, ReplayError> {
-        tracing::debug!(max_line_bytes, "replaying a trace");
-        let mut buf = Vec::new();
-        let mut number = 0usize;
-        let mut written = 0u64;
-        let result = loop {
-            number += 1;
-            match lines::read_line(&mut input, &mut buf, max_line_bytes) {
-                Ok(lines::LineRead::Eof) => break Ok(()),
-                Ok(lines::LineRead::Line) => {}
-                Ok(lines::LineRead::TooLong) => {
-                    break Err(ReplayError::LineTooLong {
-                        line: number,
-                        max: max_line_bytes,
-                    });
-                }
-                Err(source) => {
-                    break Err(ReplayError::Read {
-                        line: number,
-                        source,
-                    });
-                }
-            }
-            let mut bytes = buf.as_slice();
-            if number == 1 {
-                if bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
-                    break Err(ReplayError::Utf16);
-                }
-                bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-            } else if bytes.starts_with(b"\xef\xbb\xbf") {
-                break Err(ReplayError::MisplacedBom { line: number });
-            }
-            let text = match std::str::from_utf8(bytes) {
-                Ok(t) => t,
-                Err(e) => {
-                    break Err(ReplayError::NotUtf8 {
-                        line: number,
-                        column: e.valid_up_to() + 1,
-                    });
-                }
-            };
-            if text.trim().is_empty() {
-                continue;
-            }
-            let decision = match self.replay_numbered(number, text) {
-                Ok(d) => d,
-                Err(e) => break Err(e),
-            };
-            if let Err(e) = write_decision(&mut out, &decision) {
-                break Err(e);
-            }
-            written += 1;
-        };
-        finish(result, out, written)
+        drive(input, out, max_line_bytes, |number, text, out| {
+            let decision = self.replay_numbered(number, text)?;
+            write_decision(out, &decision)?;
+            Ok(1)
+        })
     }
 
     /// Reads `kubectl get events -o json` output from `input` (see [`kubectl::occurrences`]),
@@ -320,8 +310,10 @@ impl Replayer {
                 previous,
             });
         }
-        if line.delete.is_none() && line.object.is_none() {
-            return Err(ReplayError::Shape(n));
+        match (&line.delete, &line.object) {
+            (None, None) => return Err(ReplayError::Shape(n)),
+            (Some(_), Some(_)) => return Err(ReplayError::ObjectAndDelete(n)),
+            _ => {}
         }
         let i = self.line;
         self.line += 1;
@@ -335,11 +327,7 @@ impl Replayer {
                 json!({"i": i, "action": "deleted", "namespace": d.namespace, "name": d.name}),
             );
         }
-        let factory = EventFactory {
-            source: line.source,
-            naming: Naming::Legacy,
-            reporting_fields: false,
-        };
+        let factory = EventFactory::for_client_go(line.source, self.client_go);
         let occ = Occurrence {
             object: line.object.unwrap_or_default(),
             event_type: line.type_,
@@ -380,7 +368,99 @@ impl Replayer {
     }
 }
 
-fn write_decision<W: Write>(out: &mut W, decision: &Value) -> Result<(), ReplayError> {
+/// Parses line `number` as a `T`, refusing anything that is not a JSON object of the
+/// documented shape (serde alone would take a struct given as an array).
+pub(crate) fn parse_line<T: serde::de::DeserializeOwned>(
+    number: usize,
+    line: &str,
+) -> Result<T, ReplayError> {
+    let parsed = serde_json::from_str(line).map_err(|e| ReplayError::Parse {
+        line: number,
+        column: e.column(),
+        message: excerpt::json_message(&e),
+    });
+    // Valid JSON of the wrong shape gets the shape's message, not serde's.
+    let wrong_shape = match shape::check(line) {
+        Ok(()) => return parsed,
+        Err(e) if parsed.is_ok() || serde_json::from_str::<IgnoredAny>(line).is_ok() => e,
+        Err(_) => return parsed,
+    };
+    Err(match wrong_shape {
+        shape::ShapeError::NotAnObject(found) => ReplayError::NotAnObject {
+            line: number,
+            found,
+        },
+        shape::ShapeError::Array(column) => ReplayError::Array {
+            line: number,
+            column,
+        },
+    })
+}
+
+/// Reads JSON Lines from `input` and hands each non-blank line (its 1-based physical number
+/// and text) to `per_line`, which writes its output to `out` and says how many lines it
+/// wrote; stops at the first bad line. Blank lines are skipped (and counted); a UTF-8
+/// byte-order mark at the very start is skipped; a line may hold at most `max_line_bytes`
+/// bytes besides its `\n` or `\r\n`. `out` is flushed also after an error, so the output of
+/// the lines before a bad one is kept.
+pub(crate) fn drive<R: BufRead, W: Write>(
+    mut input: R,
+    mut out: W,
+    max_line_bytes: usize,
+    mut per_line: impl FnMut(usize, &str, &mut W) -> Result<u64, ReplayError>,
+) -> Result<u64, ReplayError> {
+    tracing::debug!(max_line_bytes, "replaying a trace");
+    let mut buf = Vec::new();
+    let mut number = 0usize;
+    let mut written = 0u64;
+    let result = loop {
+        number += 1;
+        match lines::read_line(&mut input, &mut buf, max_line_bytes) {
+            Ok(lines::LineRead::Eof) => break Ok(()),
+            Ok(lines::LineRead::Line) => {}
+            Ok(lines::LineRead::TooLong) => {
+                break Err(ReplayError::LineTooLong {
+                    line: number,
+                    max: max_line_bytes,
+                });
+            }
+            Err(source) => {
+                break Err(ReplayError::Read {
+                    line: number,
+                    source,
+                });
+            }
+        }
+        let mut bytes = buf.as_slice();
+        if number == 1 {
+            if bytes.starts_with(b"\xff\xfe") || bytes.starts_with(b"\xfe\xff") {
+                break Err(ReplayError::Utf16);
+            }
+            bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+        } else if bytes.starts_with(b"\xef\xbb\xbf") {
+            break Err(ReplayError::MisplacedBom { line: number });
+        }
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                break Err(ReplayError::NotUtf8 {
+                    line: number,
+                    column: e.valid_up_to() + 1,
+                });
+            }
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match per_line(number, text, &mut out) {
+            Ok(n) => written += n,
+            Err(e) => break Err(e),
+        }
+    };
+    finish(result, out, written)
+}
+
+pub(crate) fn write_decision<W: Write>(out: &mut W, decision: &Value) -> Result<(), ReplayError> {
     serde_json::to_writer(&mut *out, decision)
         .map_err(io::Error::from)
         .and_then(|()| out.write_all(b"\n"))

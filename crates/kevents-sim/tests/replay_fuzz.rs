@@ -75,6 +75,7 @@ fn make_options(
         lru,
         max_occurrences,
         max_line_bytes,
+        client_go: Default::default(),
     }
 }
 
@@ -460,6 +461,7 @@ fn large_limits_and_extreme_options_do_not_panic() {
         lru: Some(i64::MAX),
         max_occurrences: u64::MAX,
         max_line_bytes: MAX_MAX_LINE_BYTES,
+        client_go: Default::default(),
     };
     let lines = [
         Gen::AnyTime(i64::MIN),

@@ -1,26 +1,14 @@
 //! Every sample trace replays to client-go's decisions, JSON value for JSON value.
 
-use std::path::PathBuf;
+mod common;
 
+use kevents_core::ClientGoVersion;
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_sim::replay::Replayer;
-use serde_json::Value;
-
-/// The traces copied into the repository, and `../shared/traces` beside the checkout when it
-/// exists (CI has it; users do not), so a newer shared sample is replayed too.
-fn trace_dirs() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut dirs = vec![root.join("tests/fixtures/traces")];
-    let shared = root.join("../shared/traces");
-    if shared.is_dir() {
-        dirs.push(shared);
-    }
-    dirs
-}
 
 /// Parses the replay flags of a `.flags` file into correlator options.
-fn options(flags: &str) -> CorrelatorOptions {
-    let mut o = CorrelatorOptions::default();
+fn options(flags: &str, version: ClientGoVersion) -> CorrelatorOptions {
+    let mut o = CorrelatorOptions::for_client_go(version);
     let words: Vec<&str> = flags.split_whitespace().collect();
     for pair in words.chunks(2) {
         let v = pair[1];
@@ -36,42 +24,74 @@ fn options(flags: &str) -> CorrelatorOptions {
     o
 }
 
+/// client-go v1.20.2's answers (`../shared/traces`), with `--client-go 1.20`.
 #[test]
-fn every_sample_trace_matches_client_go() {
-    for dir in trace_dirs() {
-        replay_dir(&dir);
+fn every_sample_trace_matches_client_go_1_20() {
+    for dir in common::trace_dirs("traces") {
+        replay_dir(&dir, ClientGoVersion::V1_20, 14);
     }
 }
 
-fn replay_dir(dir: &std::path::Path) {
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.unwrap().path();
-            (p.extension()? == "jsonl")
-                .then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
-        })
-        .collect();
-    names.sort();
-    assert!(names.len() >= 14, "sample traces missing: {names:?}");
+/// client-go v0.36.4's answers (`../shared/traces-1.36`: the same 14 samples, UUID names of
+/// invalid ones, token-bucket boundaries), with the default profile.
+#[test]
+fn every_1_36_trace_matches_client_go_1_36() {
+    assert_eq!(ClientGoVersion::default(), ClientGoVersion::V1_36);
+    for dir in common::trace_dirs("traces-1.36") {
+        replay_dir(&dir, ClientGoVersion::default(), 19);
+    }
+}
+
+fn replay_dir(dir: &std::path::Path, version: ClientGoVersion, at_least: usize) {
+    let names = common::trace_names(dir);
+    assert!(names.len() >= at_least, "sample traces missing: {names:?}");
     let mut failures = Vec::new();
     for name in &names {
         let flags = std::fs::read_to_string(dir.join(format!("{name}.flags"))).unwrap_or_default();
-        let input = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap();
+        let input = std::fs::read(dir.join(format!("{name}.jsonl"))).unwrap();
         let expected = std::fs::read_to_string(dir.join(format!("{name}.expected"))).unwrap();
-        let mut r = Replayer::new(options(&flags));
-        let mut lines = 0;
-        for (i, (inp, exp)) in input.lines().zip(expected.lines()).enumerate() {
-            let got = r.replay_line(inp).unwrap();
-            let want: Value = serde_json::from_str(exp).unwrap();
-            if got != want {
-                failures.push(format!("{name} line {i}:\n  got  {got}\n  want {want}"));
-                break;
-            }
-            lines += 1;
+        let mut r = Replayer::new(options(&flags, version));
+        let mut out = Vec::new();
+        r.replay_trace(&input[..], &mut out, 1 << 20).unwrap();
+        let got = String::from_utf8(out).unwrap();
+        match common::first_difference(&expected, &got) {
+            Some(d) => failures.push(format!("{}/{name}: {d}", dir.display())),
+            None => eprintln!(
+                "{}/{name}: {} lines agree",
+                dir.display(),
+                expected.lines().count()
+            ),
         }
-        assert_eq!(input.lines().count(), expected.lines().count(), "{name}");
-        eprintln!("{}/{name}: {lines} lines agree", dir.display());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The 1.20 and 1.36 answers differ on these samples (spam key with the type, UUID names,
+/// token-bucket arithmetic): each profile agrees with its own release only, so neither
+/// agreement above is vacuous.
+#[test]
+fn profiles_disagree_where_the_releases_do() {
+    for (name, version) in [
+        ("spam-1-005", ClientGoVersion::V1_20),
+        ("spam-1-012", ClientGoVersion::V1_20),
+        ("invalid-names", ClientGoVersion::V1_20),
+        ("rate-minimal", ClientGoVersion::V1_20),
+        ("rate-qps-0.1", ClientGoVersion::V1_20),
+        ("rate-qps-0.1-burst3", ClientGoVersion::V1_20),
+        ("rate-default-qps", ClientGoVersion::V1_20),
+    ] {
+        let dir = &common::trace_dirs("traces-1.36")[0];
+        let flags = std::fs::read_to_string(dir.join(format!("{name}.flags"))).unwrap_or_default();
+        let input = std::fs::read(dir.join(format!("{name}.jsonl"))).unwrap();
+        let expected = std::fs::read_to_string(dir.join(format!("{name}.expected"))).unwrap();
+        let mut out = Vec::new();
+        Replayer::new(options(&flags, version))
+            .replay_trace(&input[..], &mut out, 1 << 20)
+            .unwrap();
+        let got = String::from_utf8(out).unwrap();
+        assert!(
+            common::first_difference(&expected, &got).is_some(),
+            "{name} with {version} agrees with 1.36"
+        );
+    }
 }

@@ -7,6 +7,7 @@ use thiserror::Error;
 
 use super::model::{Event, EventSource, EventType};
 use crate::name;
+use crate::profile::ClientGoVersion;
 use crate::reference::{ObjectReference, ReferenceError, ReferenceRef};
 use crate::time::Time;
 
@@ -108,24 +109,49 @@ pub struct OccurrenceRef<'a> {
 /// let bad = Occurrence { event_type: "Error".into(), ..Default::default() };
 /// assert!(f.make(now, bad).is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFactory {
     /// `source` of every event.
     pub source: EventSource,
     /// Name generation rule.
     pub naming: Naming,
     /// Set `reportingComponent`/`reportingInstance` from the source, as client-go 1.28+
-    /// does. Off by default: client-go 1.20 sends `""`.
+    /// does (the default); client-go 1.20 sends `""`.
     pub reporting_fields: bool,
 }
 
+impl Default for EventFactory {
+    fn default() -> Self {
+        EventFactory::for_client_go(EventSource::default(), ClientGoVersion::default())
+    }
+}
+
 impl EventFactory {
-    /// A factory for `source` with client-go's defaults.
+    /// A factory for `source` with client-go's defaults (client-go 1.36's, see
+    /// [`ClientGoVersion`]).
     pub fn new(source: EventSource) -> Self {
+        EventFactory::for_client_go(source, ClientGoVersion::default())
+    }
+
+    /// A factory for `source` that builds events as client-go release `version` does:
+    /// its name generation and its reporting fields.
+    ///
+    /// ```
+    /// use kevents_core::{ClientGoVersion, EventFactory, EventSource, Naming};
+    /// let f = EventFactory::for_client_go(EventSource::new("c", "h"), ClientGoVersion::V1_20);
+    /// assert_eq!((f.naming, f.reporting_fields), (Naming::Legacy, false));
+    /// let f = EventFactory::new(EventSource::new("c", "h"));
+    /// assert_eq!((f.naming, f.reporting_fields), (Naming::UuidFallback, true));
+    /// ```
+    pub fn for_client_go(source: EventSource, version: ClientGoVersion) -> Self {
         EventFactory {
             source,
-            naming: Naming::default(),
-            reporting_fields: false,
+            naming: if version.uuid_names() {
+                Naming::UuidFallback
+            } else {
+                Naming::Legacy
+            },
+            reporting_fields: version.reporting_fields(),
         }
     }
 

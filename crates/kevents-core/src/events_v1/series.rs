@@ -14,6 +14,7 @@
 //!   else the least recently observed series is finished early (its final PATCH returned, so
 //!   no count is lost).
 
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use foldhash::fast::RandomState;
@@ -53,6 +54,11 @@ pub struct SeriesOptions {
     /// Make the note part of the isomorphism key, so a different note starts a new event
     /// instead of being merged into (and lost in) the first one. Off by default, as client-go.
     pub note_in_identity: bool,
+    /// Send the final PATCH of an idle series even when the server already has its count,
+    /// as client-go's `finishSeries` does. Off by default: kevents skips that write, which
+    /// changes nothing stored (docs/compatibility.md); `kevents replay --api
+    /// events.k8s.io/v1` turns it on to make client-go's calls.
+    pub rewrite_on_finish: bool,
 }
 
 impl Default for SeriesOptions {
@@ -62,6 +68,7 @@ impl Default for SeriesOptions {
             heartbeat: HEARTBEAT,
             finish_after: FINISH_AFTER,
             note_in_identity: false,
+            rewrite_on_finish: false,
         }
     }
 }
@@ -308,6 +315,11 @@ struct Entry {
     last_written: Time,
     /// The count the server is believed to have (0: unknown / last write failed).
     synced: i32,
+    /// 32 bits of the hash of the event's name: tells a write result of this event from
+    /// one of an earlier event with the same key without reading the key, which would
+    /// promote it in the LRU (whose order [`SeriesCache::finish_idle`] relies on being
+    /// the order of last occurrences).
+    name: u32,
 }
 
 /// The result of [`SeriesCache::observe`]: the write for this occurrence, and the final
@@ -460,6 +472,7 @@ impl SeriesCache {
             None
         };
         let key = PackedKey::new(&event, note, probe.fingerprint());
+        let name_hash = self.name_hash(&event.metadata.name);
         let write = Write::Create {
             event,
             reason: WriteReason::First,
@@ -471,6 +484,7 @@ impl SeriesCache {
                 last_observed: now,
                 last_written: now,
                 synced: 1,
+                name: name_hash,
             },
         );
         self.stats.creates += 1;
@@ -478,6 +492,10 @@ impl SeriesCache {
             write: Some(write),
             evicted,
         }
+    }
+
+    fn name_hash(&self, name: &str) -> u32 {
+        self.hasher.hash_one(name) as u32
     }
 
     fn lower_floor(&mut self, due: Time) {
@@ -547,8 +565,11 @@ impl SeriesCache {
             .peek_lru()
             .is_some_and(|(_, e)| e.last_observed < cutoff)
         {
-            if let Some((key, entry)) = self.series.pop_lru() {
+            if let Some((key, mut entry)) = self.series.pop_lru() {
                 self.stats.finished += 1;
+                if self.opts.rewrite_on_finish {
+                    entry.synced = 0;
+                }
                 out.extend(final_write(key, &entry, WriteReason::Finish));
             }
         }
@@ -633,10 +654,11 @@ impl SeriesCache {
         let sent_count = event.series.map_or(1, |s| s.count);
         let note = self.opts.note_in_identity;
         let probe = Probe::new(event, note, &self.hasher);
-        let same_name = |k: &PackedKey| k.name() == event.metadata.name.as_bytes();
+        let name = self.name_hash(&event.metadata.name);
+        // peek_mut: a write result must not change the LRU order (last occurrences).
         if step == Step::Stored {
-            if let Some((k, e)) = self.series.get_key_value_mut(probe.view())
-                && same_name(k)
+            if let Some(e) = self.series.peek_mut(probe.view())
+                && e.name == name
             {
                 e.synced = e.synced.max(sent_count);
             }
@@ -646,8 +668,8 @@ impl SeriesCache {
             return step;
         }
         self.stats.write_failures += 1;
-        if let Some((k, e)) = self.series.get_key_value_mut(probe.view())
-            && same_name(k)
+        if let Some(e) = self.series.peek_mut(probe.view())
+            && e.name == name
         {
             e.synced = 0;
         }
@@ -671,6 +693,7 @@ impl SeriesCache {
         first.series = None;
         first.metadata.resource_version.clear();
         let key = PackedKey::new(&first, note, probe.fingerprint());
+        let name_hash = self.name_hash(&event.metadata.name);
         self.series.push(
             key,
             Entry {
@@ -678,6 +701,7 @@ impl SeriesCache {
                 last_observed: last,
                 last_written: last,
                 synced: 0,
+                name: name_hash,
             },
         );
         self.lower_floor(last.saturating_add(self.opts.heartbeat));

@@ -330,6 +330,7 @@ impl PackedKey {
     }
 
     /// `metadata.name` of the packed event.
+    #[cfg(test)]
     pub(super) fn name(&self) -> &[u8] {
         let mut r = Reader::new(&self.buf);
         r.flags();

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use kevents_core::ClientGoVersion;
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use thiserror::Error;
 
@@ -45,6 +46,8 @@ pub struct ReplayOptions {
     pub max_occurrences: u64,
     /// `--max-line-bytes`: longest trace line, not counting its `\n` or `\r\n`.
     pub max_line_bytes: usize,
+    /// `--client-go`: the client-go release replayed (default 1.36).
+    pub client_go: ClientGoVersion,
 }
 
 impl Default for ReplayOptions {
@@ -57,6 +60,7 @@ impl Default for ReplayOptions {
             lru: None,
             max_occurrences: DEFAULT_MAX_OCCURRENCES,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            client_go: ClientGoVersion::default(),
         }
     }
 }
@@ -96,7 +100,7 @@ impl ReplayOptions {
             max_events: self.max_events.unwrap_or(0),
             max_interval_in_seconds: self.max_interval.unwrap_or(0),
             lru_cache_size: self.lru.unwrap_or(0),
-            ..Default::default()
+            ..CorrelatorOptions::for_client_go(self.client_go)
         })
     }
 }

@@ -308,6 +308,8 @@ pub struct Correlator {
     key_fn: Option<AggregateKeyFn>,
     message_fn: Option<MessageFn>,
     spam_key_fn: Option<SpamKeyFn>,
+    /// The default spam key includes the event type (client-go 1.32+).
+    spam_key_has_type: bool,
     max_events: u64,
     max_interval_nanos: i64,
     pop: AggregatePop,
@@ -335,6 +337,8 @@ pub struct Correlator {
 #[derive(Clone)]
 struct SharedPrefix {
     spam: usize,
+    /// Where the event type ends (the 1.32+ spam key).
+    typed: usize,
     type_reason: usize,
     hash: Prefix,
 }
@@ -358,7 +362,14 @@ impl Correlator {
                 .unwrap_or_else(|| std::sync::Arc::new(crate::time::SystemClock)),
             aggregates: BoundedCache::new(o.lru_cache_size),
             observations: BoundedCache::new(o.lru_cache_size),
-            spam: SpamFilter::new(o.burst_size, o.qps, o.lru_cache_size, hasher.clone()),
+            spam: SpamFilter::new(
+                o.burst_size,
+                o.qps,
+                o.lru_cache_size,
+                hasher.clone(),
+                o.token_bucket.unwrap_or(o.client_go.token_bucket()),
+            ),
+            spam_key_has_type: o.client_go.spam_key_has_type(),
             key_fn: o.key_fn,
             message_fn: o.message_fn,
             spam_key_fn: o.spam_key_fn,
@@ -423,12 +434,19 @@ impl Correlator {
             }
             // The aggregate event keeps the occurrence's source and object: same spam key.
             (None, Some(shared)) => {
-                let key = &self.kb_agg.as_bytes()[..shared.spam];
-                self.spam.is_spam_hashed(shared.hash.hash(b""), key, now)
+                // With the type, the spam key is the aggregate key up to its type field.
+                let end = if self.spam_key_has_type {
+                    shared.typed
+                } else {
+                    shared.spam
+                };
+                let key = &self.kb_agg.as_bytes()[..end];
+                let hash = shared.hash.hash(&key[shared.spam..]);
+                self.spam.is_spam_hashed(hash, key, now)
             }
             (None, None) => {
                 self.kb_spam.clear();
-                spam_key(event, &mut self.kb_spam);
+                self.default_spam_key(event);
                 self.spam.is_spam(self.kb_spam.as_bytes(), now)
             }
         };
@@ -466,10 +484,19 @@ impl Correlator {
         self.kb_spam.clear();
         match &self.spam_key_fn {
             Some(f) => f(event, &mut self.kb_spam),
-            None => spam_key(event, &mut self.kb_spam),
+            None => self.default_spam_key(event),
         }
         let now = self.clock.now();
         !self.spam.is_spam(self.kb_spam.as_bytes(), now)
+    }
+
+    /// The profile's spam key of `event` into `kb_spam`.
+    fn default_spam_key(&mut self, event: &Event) {
+        if self.spam_key_has_type {
+            spam_key_with_type(event, &mut self.kb_spam);
+        } else {
+            spam_key(event, &mut self.kb_spam);
+        }
     }
 
     /// Learns the event as stored by the server after a successful create or patch
@@ -568,9 +595,12 @@ impl Correlator {
             None => {
                 spam_key(event, &mut self.kb_agg);
                 let spam = self.kb_agg.len();
-                keys::type_and_reason(event, &mut self.kb_agg);
+                self.kb_agg.push(&event.type_);
+                let typed = self.kb_agg.len();
+                self.kb_agg.push(&event.reason);
                 self.shared = Some(SharedPrefix {
                     spam,
+                    typed,
                     type_reason: self.kb_agg.len(),
                     hash: self.hasher.prefix(&self.kb_agg.as_bytes()[..spam]),
                 });

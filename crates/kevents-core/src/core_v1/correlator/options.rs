@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::keys::KeyBuilder;
 use crate::core_v1::model::Event;
+use crate::profile::{ClientGoVersion, TokenBucket};
 use crate::time::{SharedClock, SystemClock};
 
 /// Writes the aggregate key and the local key of an event (client-go `EventAggregatorKeyFunc`).
@@ -77,10 +78,16 @@ pub struct CorrelatorOptions {
     pub max_interval_in_seconds: i64,
     /// Clock (None: the system clock).
     pub clock: Option<SharedClock>,
-    /// Spam key function (None: [`spam_key`](super::spam_key), client-go 1.20's).
+    /// Spam key function (None: the profile's, [`spam_key_with_type`](super::spam_key_with_type)
+    /// for client-go 1.36, [`spam_key`](super::spam_key) for 1.20).
     pub spam_key_fn: Option<SpamKeyFn>,
     /// Which similar message leaves the set when aggregation triggers.
     pub aggregate_pop: AggregatePop,
+    /// The client-go release whose spam key and token bucket are used where
+    /// `spam_key_fn` and `token_bucket` do not say (default 1.36).
+    pub client_go: ClientGoVersion,
+    /// The spam filter's token-bucket arithmetic (None: the profile's).
+    pub token_bucket: Option<TokenBucket>,
 }
 
 impl CorrelatorOptions {
@@ -104,7 +111,26 @@ impl CorrelatorOptions {
         if self.clock.is_none() {
             self.clock = Some(Arc::new(SystemClock));
         }
+        if self.token_bucket.is_none() {
+            self.token_bucket = Some(self.client_go.token_bucket());
+        }
         self
+    }
+
+    /// client-go's defaults as release `version` has them.
+    ///
+    /// ```
+    /// use kevents_core::core_v1::correlator::CorrelatorOptions;
+    /// use kevents_core::profile::{ClientGoVersion, TokenBucket};
+    /// let o = CorrelatorOptions::for_client_go(ClientGoVersion::V1_20).with_defaults();
+    /// assert_eq!(o.token_bucket, Some(TokenBucket::Legacy));
+    /// assert_eq!(CorrelatorOptions::default().client_go, ClientGoVersion::V1_36);
+    /// ```
+    pub fn for_client_go(version: ClientGoVersion) -> Self {
+        CorrelatorOptions {
+            client_go: version,
+            ..Default::default()
+        }
     }
 }
 
@@ -121,6 +147,8 @@ impl fmt::Debug for CorrelatorOptions {
             .field("clock", &self.clock)
             .field("spam_key_fn", &self.spam_key_fn.as_ref().map(|_| "custom"))
             .field("aggregate_pop", &self.aggregate_pop)
+            .field("client_go", &self.client_go)
+            .field("token_bucket", &self.token_bucket)
             .finish()
     }
 }

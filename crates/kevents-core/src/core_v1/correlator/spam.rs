@@ -4,11 +4,15 @@
 //! GCRA with period `1/qps` and burst `b` makes the same single-token decisions as
 //! client-go's `x/time/rate` bucket: it starts full, never holds more than `b` tokens and
 //! refills one token every `1/qps` seconds (299.9999927 s for client-go's float32 `1/300`).
+//! That is client-go 1.20's arithmetic ([`TokenBucket::Legacy`]); client-go 1.36's
+//! `golang.org/x/time` 0.16 computes in doubles and decides differently within tens of
+//! nanoseconds of a token boundary, so [`TokenBucket::XTimeRate016`] repeats its operations.
 
 use std::time::Duration;
 
 use super::cache::BoundedCache;
 use super::hash::KeyHasher;
+use crate::profile::TokenBucket;
 use crate::time::Time;
 
 /// One token bucket: governor's GCRA state for a direct (unkeyed) limiter, kept inline
@@ -52,11 +56,60 @@ impl Gcra {
     }
 }
 
+/// `golang.org/x/time/rate` 0.16's `Limiter` state (`tokens`, `last`) for one key.
+#[derive(Debug, Clone, Copy)]
+struct RateBucket {
+    tokens: f64,
+    /// Unix nanoseconds of the last accepted call; `None`: Go's zero `time.Time`, so the
+    /// first call finds a full bucket.
+    last: Option<i64>,
+}
+
+/// `rate.Limiter.AllowN(now, 1)` of x/time 0.16 with limit `limit` and burst `burst`.
+#[derive(Debug, Clone, Copy)]
+struct Rate {
+    limit: f64,
+    burst: f64,
+}
+
+impl Rate {
+    /// `true`: a token was taken at `now` (Unix nanoseconds).
+    fn allow(self, bucket: &mut RateBucket, now: i64) -> bool {
+        // advance(): elapsed time since the last accepted call, never negative.
+        let last = bucket.last.map_or(now, |l| l.min(now));
+        let mut tokens = if bucket.last.is_none() {
+            self.burst
+        } else {
+            let d = now.saturating_sub(last);
+            // d.Seconds() * limit, as Go computes d.Seconds().
+            let secs = (d / 1_000_000_000) as f64 + (d % 1_000_000_000) as f64 / 1e9;
+            (bucket.tokens + secs * self.limit).min(self.burst)
+        };
+        tokens -= 1.0;
+        // durationFromTokens(-tokens) <= 0: time.Duration truncates towards zero.
+        let ok = tokens >= 0.0 || (-tokens / self.limit) * 1e9 < 1.0;
+        if ok {
+            bucket.last = Some(now);
+            bucket.tokens = tokens;
+        }
+        ok
+    }
+}
+
+/// One key's state under either arithmetic.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Gcra(Bucket),
+    Rate(RateBucket),
+}
+
 /// What a bucket does, derived from burst and qps as `x/time/rate` would behave.
 #[derive(Debug, Clone, Copy)]
 enum Policy {
-    /// A real token bucket.
+    /// A real token bucket, client-go 1.20's arithmetic.
     Limited(Gcra),
+    /// A real token bucket, x/time 0.16's arithmetic.
+    Rate(Rate),
     /// Every occurrence passes (infinite or negative qps keeps the bucket full).
     AllowAll,
     /// No occurrence passes (burst < 1: a bucket that never holds a token).
@@ -71,7 +124,7 @@ const MAX_BUCKET_SPAN_NANOS: u64 = u64::MAX / 4;
 
 pub(crate) struct SpamFilter {
     policy: Policy,
-    buckets: BoundedCache<Bucket>,
+    buckets: BoundedCache<Slot>,
     /// The correlator's key hash (the same function as its other caches').
     hasher: KeyHasher,
     // Nanoseconds since `base`, never moving backwards (governor's relative clock).
@@ -80,13 +133,24 @@ pub(crate) struct SpamFilter {
 }
 
 impl SpamFilter {
-    pub(crate) fn new(burst: i32, qps: f32, lru_size: i64, hasher: KeyHasher) -> Self {
+    pub(crate) fn new(
+        burst: i32,
+        qps: f32,
+        lru_size: i64,
+        hasher: KeyHasher,
+        arithmetic: TokenBucket,
+    ) -> Self {
         let policy = if burst < 1 {
             Policy::RejectAll
         } else if qps.is_nan() || qps <= 0.0 || qps.is_infinite() {
             // NaN falls here too: x/time/rate with a NaN limit never refuses a full bucket
             // refill either, and "allow" is the harmless choice.
             Policy::AllowAll
+        } else if arithmetic == TokenBucket::XTimeRate016 {
+            Policy::Rate(Rate {
+                limit: f64::from(qps),
+                burst: f64::from(burst),
+            })
         } else {
             let secs = 1.0 / f64::from(qps);
             let period = Duration::try_from_secs_f64(secs)
@@ -130,15 +194,30 @@ impl SpamFilter {
         let gcra = match self.policy {
             Policy::AllowAll => return self.touch(hash, key, false),
             Policy::RejectAll => return self.touch(hash, key, true),
+            Policy::Rate(rate) => return self.is_spam_rate(rate, hash, key, now),
             Policy::Limited(g) => g,
         };
         let at = self.move_clock(now);
-        if let Some(bucket) = self.buckets.get_mut(hash, key) {
+        if let Some(Slot::Gcra(bucket)) = self.buckets.get_mut(hash, key) {
             return !gcra.check(bucket, at);
         }
         let mut bucket = Bucket { start: at, tat: 0 };
         let spam = !gcra.check(&mut bucket, at);
-        self.buckets.insert(hash, key, bucket);
+        self.buckets.insert(hash, key, Slot::Gcra(bucket));
+        spam
+    }
+
+    fn is_spam_rate(&mut self, rate: Rate, hash: u64, key: &[u8], now: Time) -> bool {
+        let at = now.unix_nanos();
+        if let Some(Slot::Rate(bucket)) = self.buckets.get_mut(hash, key) {
+            return !rate.allow(bucket, at);
+        }
+        let mut bucket = RateBucket {
+            tokens: 0.0,
+            last: None,
+        };
+        let spam = !rate.allow(&mut bucket, at);
+        self.buckets.insert(hash, key, Slot::Rate(bucket));
         spam
     }
 
@@ -149,7 +228,7 @@ impl SpamFilter {
                 start: self.clock_at,
                 tat: 0,
             };
-            self.buckets.insert(hash, key, bucket);
+            self.buckets.insert(hash, key, Slot::Gcra(bucket));
         }
         spam
     }
