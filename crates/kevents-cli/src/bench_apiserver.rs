@@ -135,7 +135,7 @@ async fn run_once(
         max_in_flight: args.max_in_flight,
         ..SinkOptions::default()
     };
-    let expected = verify::serial_by_identity(
+    let expected = verify::serial_by_object(
         EventSource::new("bench", "node"),
         &occurrences,
         SystemClock.now(),
@@ -197,7 +197,7 @@ async fn run_once(
     })?;
     let sum_count: i64 = stored.iter().map(|e| i64::from(e.count)).sum();
     // What the server stored, against what the writes were answered and what client-go's
-    // serial path stores (by identity: names carry real instants): a count written lower
+    // serial path stores (per object: names carry real instants): a count written lower
     // than it should be is still a successful write, invisible to the counters.
     let verified = verify::compare(
         &verify::counts(&stored),
@@ -206,7 +206,7 @@ async fn run_once(
     )
     .and_then(|()| {
         verify::compare(
-            &verify::by_identity(&stored),
+            &verify::by_object(&stored),
             &expected,
             "client-go's serial path over the workload",
         )

@@ -689,7 +689,10 @@ impl WaitNotes {
                     sanitize::truncate(one_line(why), 200),
                 ));
                 // Only what is retried is said to be: a refusal (403, 422) ends its write.
-                if health.last_error_retried {
+                if why.starts_with("429") {
+                    // A 429 is retried as soon as the write budget (lowered by it) allows.
+                    line.push_str("; throttled: retried as the write budget allows");
+                } else if health.last_error_retried {
                     line.push_str(&format!(
                         "; retrying every {}, at most {} attempts per write",
                         secs(self.retry_sleep),
