@@ -9,7 +9,8 @@ Run from the repository root (or give ROOT). Exits 1 with one line per problem
     backticked `name.rs` in a row's first column; a file in a folder F/ (mod.rs included) is
     named either by `F/name.rs` in a row's first column, or by a row whose first column is
     `F/` and which names `name.rs` (backticked) anywhere in the row. Conversely every file the
-    table names must exist (a folder row's `name.rs` in F/).
+    table names must exist (a folder row's `name.rs` in F/, or else directly in src/: a row
+    may refer to a file of src/, which does not count as naming it).
 
 (b) Every repository path named in README.md and docs/*.md exists. A path is a word inside an
     inline code span (`...`) or a link target ](...) outside fenced code blocks that starts
@@ -96,6 +97,8 @@ def check_table(root):
                         p = f"{folder}/{inner}"
                         if os.path.isfile(os.path.join(src, p)):
                             named.add(p)
+                        elif os.path.isfile(os.path.join(src, inner)):
+                            pass  # a file of src/ the row refers to (`overflow.rs`)
                         else:
                             problems.append(f"{doc}:{n}: `{name}` row names `{inner}`, but {ACTORS_SRC}/{p} does not exist")
             elif name.endswith(".rs"):
