@@ -3,11 +3,12 @@
 //!
 //! ```text
 //!  Recorder handle ──try_push──▶ [intake: bounded queue]   ──▶ Recorder actor
-//!                                                                  │ Publish(batch), waits
-//!                                                                  ▼
+//!                  full: coalesce-if-full (merge repeats)          │ Publish(batch), waits
+//!                        | drop-if-full                            ▼
 //!                                                             Broadcaster ──▶ per watcher: queue of
 //!                                                                  │          `capacity` slots
-//!           ┌──────────────────┬───────────────────┬───────────────┤ (drop-if-full | backpressure)
+//!           ┌──────────────────┬───────────────────┬───────────────┤ (coalesce-if-full |
+//!           │                  │                   │               │  drop-if-full | backpressure)
 //!           ▼                  ▼                   ▼               ▼
 //!    LoggingWatcher       your actors      core/v1 chain:     events.k8s.io/v1 chain:
 //!                                          CorrelatorActor    SeriesActor (series cache,
@@ -19,7 +20,9 @@
 //! ```
 //!
 //! * [`Recorder`]: the handle users call (`event`, [`eventf!`], `annotated_event`); it never
-//!   blocks: a full intake drops the occurrence, counts it and says so ([`Emit::Dropped`]).
+//!   blocks: a full intake merges the occurrence into its overflow table as a repeat
+//!   (coalesce-if-full, the default) or, with drop-if-full or a full table, drops it, counts
+//!   it and says so ([`Emit::Dropped`]).
 //! * [`Pipeline`]: built with [`Pipeline::builder`]; [`Pipeline::shutdown`] drains everything
 //!   within a deadline and returns a [`ShutdownReport`].
 //! * Watchers are any actix actor handling [`EventMessage`], registered with a

@@ -1,4 +1,4 @@
-//! The Recorder actor: owns the event factory (source, naming) and the intake's receiving
+//! The Recorder actor: owns the event factories (source, naming) and the intake's receiving
 //! end; takes accepted occurrences in batches and publishes them to the broadcaster, waiting
 //! for it before taking more (so broadcaster backpressure reaches the intake).
 
@@ -25,9 +25,10 @@ pub(crate) struct CloseIntake;
 #[rtype(result = "()")]
 pub(crate) struct StopRecorder;
 
-/// The Recorder actor: owns the event factory (source, naming) and the intake's receiving
-/// end; builds events in batches and publishes them, waiting for the broadcaster before
-/// taking more (so broadcaster backpressure reaches the intake).
+/// The Recorder actor: owns the event factories (source, naming) and the intake's receiving
+/// end; takes accepted items in batches (then the intake overflow's entries) and publishes
+/// them with the factories, waiting for the broadcaster before taking more (so broadcaster
+/// backpressure reaches the intake). The broadcaster builds the events.
 pub(crate) struct RecorderActor {
     factory: Arc<Factories>,
     broadcaster: Addr<Broadcaster>,
