@@ -36,6 +36,7 @@ pub mod events_v1;
 pub mod json;
 pub mod meta;
 pub mod name;
+pub mod preflight;
 pub mod reference;
 pub mod status;
 pub mod stored;

@@ -9,8 +9,9 @@
 //! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` ([`HttpConfig`],
 //! its checks and limits, [`ConfigError`]), `kubeconfig.rs` (kubeconfig and in-cluster
 //! loading), `auth.rs` (the credential of each request: token files, exec plugin caching),
-//! `exec.rs` (exec credential plugin configuration, [`ExecError`]) and `exec_plugin.rs`
-//! (running a plugin, [`ExecCredential`]).
+//! `exec.rs` (exec credential plugin configuration, [`ExecError`]), `exec_plugin.rs`
+//! (running a plugin, [`ExecCredential`]) and `preflight.rs` (`HttpSink::preflight`: may this
+//! identity write events, `kevents_core::preflight`).
 //!
 //! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
 //! feature `config` only) or the in-cluster service account, or is built by hand
@@ -51,6 +52,7 @@ mod exec;
 mod exec_plugin;
 mod kubeconfig;
 mod list;
+mod preflight;
 mod tls;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
