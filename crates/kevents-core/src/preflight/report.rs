@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// The event API a recorder writes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EventsApi {
     /// `events.k8s.io/v1` (client-go `tools/events`; the drop-in and `event_v1` calls).
     EventsV1,
