@@ -124,7 +124,7 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     writeln!(
         out,
         "kevents doctor: {} (kube-apiserver {})",
-        cluster::one_line(&sink.base_url().to_string()),
+        cluster::one_line(sink.base_url().as_ref()),
         cluster::one_line(&version.git_version)
     )?;
     writeln!(out, "{}", cluster::redact(&report.to_string()))?;

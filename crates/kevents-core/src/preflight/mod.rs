@@ -224,7 +224,7 @@ pub async fn run(
                 Err(e) => {
                     report.problems.push(Problem::Discovery {
                         api: EventsApi::EventsV1,
-                        error: e.to_string(),
+                        error: sanitize_server_text_to(&e.to_string(), 300),
                     });
                     // Unknown: check both, so the report names what each would need.
                     vec![EventsApi::EventsV1, EventsApi::CoreV1]
@@ -242,7 +242,7 @@ pub async fn run(
                     Ok(false) => report.problems.push(Problem::NotServed { api: a }),
                     Err(e) => report.problems.push(Problem::Discovery {
                         api: a,
-                        error: e.to_string(),
+                        error: sanitize_server_text_to(&e.to_string(), 300),
                     }),
                 }
                 if a == EventsApi::EventsV1 {
@@ -298,7 +298,10 @@ pub async fn run(
                             sanitize_server_text_to(&reason, 300),
                         )
                     }
-                    Err(e) => (Err(e.to_string()), String::new()),
+                    Err(e) => (
+                        Err(sanitize_server_text_to(&e.to_string(), 300)),
+                        String::new(),
+                    ),
                 };
                 match &answer {
                     Ok(true) => {}
@@ -325,4 +328,169 @@ pub async fn run(
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::status::Status;
+
+    /// Answers from a script; records every request.
+    struct Fake {
+        served: Result<bool, SinkError>,
+        review: fn(&ResourceAttributes) -> Result<AccessReview, SinkError>,
+        asked: Mutex<Vec<String>>,
+    }
+
+    impl PreflightApi for Fake {
+        fn served<'a>(&'a self, path: &'a str) -> PreflightFuture<'a, Result<bool, SinkError>> {
+            self.asked.lock().unwrap().push(format!("GET {path}"));
+            let r = self.served.clone();
+            Box::pin(async move { r })
+        }
+        fn review<'a>(
+            &'a self,
+            q: &'a ResourceAttributes,
+        ) -> PreflightFuture<'a, Result<AccessReview, SinkError>> {
+            self.asked
+                .lock()
+                .unwrap()
+                .push(format!("{} {:?} {}", q.verb, q.group, q.namespace));
+            let r = (self.review)(q);
+            Box::pin(async move { r })
+        }
+    }
+
+    fn fake(
+        served: Result<bool, SinkError>,
+        review: fn(&ResourceAttributes) -> Result<AccessReview, SinkError>,
+    ) -> Fake {
+        Fake {
+            served,
+            review,
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+
+    fn allowed(_: &ResourceAttributes) -> Result<AccessReview, SinkError> {
+        Ok(AccessReview {
+            allowed: true,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn not_served_events_v1_falls_back_to_core_and_its_namespace() {
+        let api = fake(Ok(false), allowed);
+        let r = block_on(run(&api, &PreflightPlan::discover(["default", "a"]))).unwrap();
+        assert!(r.is_ok(), "{r}");
+        assert_eq!(r.apis, [EventsApi::CoreV1]);
+        assert_eq!(r.events_v1_served, Some(false));
+        // `default` named once, though it is also the cluster-scoped namespace.
+        assert_eq!(
+            *api.asked.lock().unwrap(),
+            [
+                "GET /apis/events.k8s.io/v1",
+                "create \"\" default",
+                "patch \"\" default",
+                "create \"\" a",
+                "patch \"\" a"
+            ]
+        );
+        assert!(r.to_string().contains("(events.k8s.io/v1 is not served)"));
+    }
+
+    #[test]
+    fn failed_discovery_checks_both_apis_and_says_so() {
+        let api = fake(Err(SinkError::Transport("reset".into())), allowed);
+        let r = block_on(run(&api, &PreflightPlan::discover(["a"]))).unwrap();
+        assert!(
+            matches!(&r.problems[..], [Problem::Discovery { .. }]),
+            "{r}"
+        );
+        assert_eq!(r.apis, [EventsApi::EventsV1, EventsApi::CoreV1]);
+        assert_eq!(r.checks.len(), 8);
+        assert!(r.to_string().contains("the event API is unknown"), "{r}");
+    }
+
+    #[test]
+    fn a_failed_review_is_unchecked_and_a_forced_api_not_served_is_named() {
+        let api = fake(Ok(false), |_| {
+            Err(SinkError::Status(Box::new(Status::failure(
+                403,
+                "Forbidden",
+                "no reviews \u{1b}[31m for you",
+            ))))
+        });
+        let plan = PreflightPlan::discover(["a"])
+            .api(ApiChoice::Use(vec![EventsApi::EventsV1]))
+            .cluster_scoped(false);
+        let r = block_on(run(&api, &plan)).unwrap();
+        assert_eq!(
+            r.problems[0],
+            Problem::NotServed {
+                api: EventsApi::EventsV1
+            }
+        );
+        assert!(matches!(
+            r.problems[1],
+            Problem::Unchecked { verb: "create", .. }
+        ));
+        assert_eq!(r.problems.len(), 3);
+        assert!(!r.to_string().contains('\u{1b}'), "server text escaped");
+    }
+
+    #[test]
+    fn names_and_an_explicit_deny_are_problems() {
+        let api = fake(Ok(true), |q| {
+            Ok(AccessReview {
+                allowed: true,
+                denied: q.verb == "patch",
+                reason: "policy \n says no".into(),
+                ..Default::default()
+            })
+        });
+        let plan = PreflightPlan::discover(["a"])
+            .cluster_scoped(false)
+            .reporter("", "i".repeat(129));
+        let r = block_on(run(&api, &plan)).unwrap();
+        assert_eq!(
+            r.problems,
+            [
+                Problem::ReportingController { value: "".into() },
+                Problem::ReportingInstance { length: 129 },
+                Problem::Denied {
+                    verb: "patch",
+                    api: EventsApi::EventsV1,
+                    namespace: "a".into()
+                },
+            ]
+        );
+        assert_eq!(r.checks[1].reason, "policy \\n says no");
+    }
+
+    #[test]
+    fn bad_plans_are_refused_before_any_request() {
+        let api = fake(Ok(true), allowed);
+        let bad = block_on(run(&api, &PreflightPlan::discover(["Bad_NS"])));
+        assert_eq!(bad, Err(InvalidPlan::Namespace("Bad_NS".into())));
+        let empty = PreflightPlan::discover(Vec::<String>::new()).cluster_scoped(false);
+        assert_eq!(block_on(run(&api, &empty)), Err(InvalidPlan::Empty));
+        let none = PreflightPlan::discover(["a"]).api(ApiChoice::Use(vec![]));
+        assert_eq!(block_on(run(&api, &none)), Err(InvalidPlan::NoApi));
+        assert!(api.asked.lock().unwrap().is_empty());
+    }
 }
