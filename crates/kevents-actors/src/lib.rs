@@ -88,7 +88,7 @@ pub use budget::{
 };
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
-pub use events_v1::SeriesSinkOptions;
+pub use events_v1::{DEFAULT_FRESHNESS, SeriesSinkOptions};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
 pub use overflow::Repeats;

@@ -180,6 +180,8 @@ fn sink_options(burst_size: i32) -> SinkOptions {
         },
         // One write per correlator result (the request sequence this test counts).
         coalesce: false,
+        // client-go's spam filter: a skipped repeat is dropped (`spam_filtered`).
+        defer_spam_tails: false,
         ..SinkOptions::default()
     }
 }

@@ -865,13 +865,15 @@ async fn register_and_unregister_at_any_time() {
 #[actix_rt::test]
 async fn spam_filtered_events_are_counted() {
     let sink = ScriptedSink::new();
-    // One write per correlator result (the counts below are client-go's).
+    // One write per correlator result and client-go's spam filter (skipped repeats are
+    // dropped): the counts below are client-go's.
     let p = Pipeline::builder(source())
         .sink(
             "api",
             sink.clone(),
             SinkOptions {
                 coalesce: false,
+                defer_spam_tails: false,
                 ..SinkOptions::default()
             },
         )

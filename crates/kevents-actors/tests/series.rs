@@ -31,7 +31,8 @@ fn reporter() -> Reporter {
     Reporter::with_instance("eventTest", "eventTest-host")
 }
 
-/// A pipeline on tokio's (paused) clock with one series chain writing to `api`.
+/// A pipeline on tokio's (paused) clock with one series chain writing to `api`, with
+/// client-go's timers only.
 fn v1_pipeline(api: &MemoryApiServer, series: SeriesOptions) -> Pipeline {
     tokio::time::pause();
     let clock = Arc::new(TokioClock::new(t0()));
@@ -43,6 +44,9 @@ fn v1_pipeline(api: &MemoryApiServer, series: SeriesOptions) -> Pipeline {
             api.clone(),
             SeriesSinkOptions {
                 series,
+                // These tests check client-go's timers: no live counts
+                // (tests/live_counts.rs checks those).
+                freshness: None,
                 ..Default::default()
             },
         )

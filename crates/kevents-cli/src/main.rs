@@ -1,5 +1,6 @@
 //! `kevents`: replay event traces through client-go's correlation logic, run the benchmarks,
-//! and run the demo pipeline.
+//! run the demo pipeline, and check before recording that events would be written
+//! (`doctor`).
 
 mod bench_apiserver;
 mod bench_correlator;
@@ -9,6 +10,7 @@ mod bench_pipeline;
 mod cluster;
 mod counting_sink;
 mod demo;
+mod doctor;
 mod replay_cmd;
 mod sanitize;
 mod verify;
@@ -48,6 +50,10 @@ enum Command {
     /// through the whole pipeline to the embedded apiserver simulator or a real cluster,
     /// ending with a `kubectl get events`-style table and the pipeline's counters.
     Demo(demo::DemoArgs),
+    /// Before recording: may this kubeconfig's identity write events where they will be
+    /// written? (event API served, create/patch on events per namespace, reporting names;
+    /// exit code 4 when events would be lost)
+    Doctor(doctor::DoctorArgs),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
     /// Run a benchmark workload and print one JSON object per run.
@@ -133,6 +139,7 @@ fn main() -> std::process::ExitCode {
     init_logging();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),

@@ -70,8 +70,10 @@ fn pipeline(sink: &HttpSink, max_in_flight: usize) -> Pipeline {
                 },
                 max_in_flight,
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
-                // One write per correlator result: the request sequences checked below.
+                // One write per correlator result and client-go's spam filter (skipped
+                // repeats dropped): the request sequences checked below.
                 coalesce: false,
+                defer_spam_tails: false,
                 ..SinkOptions::default()
             },
         )

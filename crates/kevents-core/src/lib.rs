@@ -38,6 +38,7 @@ pub mod http_date;
 pub mod json;
 pub mod meta;
 pub mod name;
+pub mod preflight;
 pub mod profile;
 pub mod reference;
 pub mod status;

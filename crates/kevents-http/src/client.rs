@@ -248,7 +248,11 @@ impl HttpSink {
         &self.inner.default_namespace
     }
 
-    fn url(&self, segments: &[&str], query: Option<&[(&str, &str)]>) -> Result<Url, SinkError> {
+    pub(crate) fn url(
+        &self,
+        segments: &[&str],
+        query: Option<&[(&str, &str)]>,
+    ) -> Result<Url, SinkError> {
         let mut url = self.inner.base.clone();
         {
             let mut path = url.path_segments_mut().map_err(|()| {

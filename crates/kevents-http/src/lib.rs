@@ -11,8 +11,9 @@
 //! loading), `auth.rs` (the credential of each request, exec plugin caching), `token_file.rs`
 //! (token files, read on a worker thread of their own), `off_thread.rs` (file reads bounded in
 //! time, [`read_credential_file`]),
-//! `exec.rs` (exec credential plugin configuration, [`ExecError`]) and `exec_plugin.rs`
-//! (running a plugin, [`ExecCredential`]).
+//! `exec.rs` (exec credential plugin configuration, [`ExecError`]), `exec_plugin.rs`
+//! (running a plugin, [`ExecCredential`]) and `preflight.rs` (`HttpSink::preflight`: may this
+//! identity write events, `kevents_core::preflight`).
 //!
 //! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
 //! feature `config` only) or the in-cluster service account, or is built by hand
@@ -54,6 +55,7 @@ mod exec_plugin;
 mod kubeconfig;
 mod list;
 mod off_thread;
+mod preflight;
 mod tls;
 mod token_file;
 

@@ -20,7 +20,8 @@
 //!
 //! Source layout: `sink.rs` (transport: requests through the client, deadline, bounded
 //! reads, error mapping), `list.rs` (bounded paginated lists, [`ListError`]), `core_v1.rs`
-//! and `events_v1.rs` (the two APIs), `recorder/` (the drop-in).
+//! and `events_v1.rs` (the two APIs), `preflight.rs` (`KubeSink::preflight`: may this
+//! identity write events), `recorder/` (the drop-in).
 //!
 //! `k8s-openapi` needs exactly one Kubernetes version feature in the final build; this
 //! library enables none (add `k8s-openapi = { version = "0.29", features = ["latest"] }` or
@@ -58,6 +59,7 @@ mod sink;
 mod core_v1;
 mod events_v1;
 mod list;
+mod preflight;
 mod recorder;
 
 pub use list::ListError;

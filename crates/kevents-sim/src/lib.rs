@@ -45,6 +45,7 @@
 //! # Ok(()) }
 //! ```
 
+mod access_review;
 pub mod memory;
 pub mod replay;
 mod server;

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
+use crate::access_review;
 use crate::store::{self, ListQuery, Reply, Store, status};
 use crate::{FaultBody, Faults, ListFault, SimStats};
 
@@ -553,6 +554,9 @@ async fn handle(
 
     // Authentication and authorisation.
     // As kube-apiserver's union authenticator: a client certificate first, then a token.
+    // Any authenticated user may ask what it may do (a SelfSubjectAccessReview).
+    let review = method == Method::POST && access_review::is_review(&segs);
+    let mut authorized = true;
     if let Some(tokens) = &shared.tokens {
         let bearer = auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
         let user = match (cert_user, bearer) {
@@ -568,10 +572,18 @@ async fn handle(
                 }
             },
         };
-        if !user.authorized && !discovery {
+        authorized = user.authorized;
+        // A SelfSubjectAccessReview needs an authenticated user, not rights.
+        let may_review = review && user.name != "system:anonymous";
+        if !user.authorized && !discovery && !may_review {
             let (code, body) = forbidden(&user.name, &method, &segs);
             return json_response(code, &body);
         }
+    }
+
+    if review {
+        let (code, body) = access_review::answer(authorized, &body);
+        return json_response(code, &body);
     }
 
     let request_number = lock(&shared.stats).requests;

@@ -36,6 +36,7 @@ pub use sink::SinkFactory;
 /// assert_eq!(o.delivery, WatcherPolicy::sink_default()); // coalesce-if-full, 1000 slots
 /// assert_eq!(o.max_in_flight, 16);
 /// assert!(o.coalesce && o.budget.is_none()); // coalescing, the pipeline's budget
+/// assert!(o.defer_spam_tails); // every occurrence ends in a stored count
 /// ```
 #[derive(Clone)]
 pub struct SinkOptions {
@@ -66,7 +67,9 @@ pub struct SinkOptions {
     ///
     /// [`PipelineBuilder::write_budget`]: crate::PipelineBuilder::write_budget
     pub budget: Option<WriteBudget>,
-    /// Deferred spam tails (off by default: client-go skips them for good). An occurrence the
+    /// Deferred spam tails (on by default; `false` is client-go's behaviour, which skips them
+    /// for good and leaves the stored count of an event whose repeats stop while its
+    /// object is throttled stale for ever). An occurrence the
     /// spam filter skips keeps its event's newest state (count, lastTimestamp, message);
     /// that state is written once the object's bucket has a token again (checked every
     /// [`TAIL_CHECK`], at most), or on [`Pipeline::shutdown`](crate::Pipeline::shutdown)
@@ -88,7 +91,7 @@ impl Default for SinkOptions {
             rebuild: None,
             coalesce: true,
             budget: None,
-            defer_spam_tails: false,
+            defer_spam_tails: true,
         }
     }
 }

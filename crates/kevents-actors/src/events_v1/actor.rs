@@ -21,6 +21,10 @@ use crate::stats::SeriesSnapshot;
 use crate::telemetry::SeriesCounters;
 use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
+/// Shortest time between two walks of the cache summing the occurrences the server lacks
+/// ([`SeriesSnapshot::unwritten`]) after writes ended.
+const UNWRITTEN_EVERY: Duration = Duration::from_millis(20);
+
 /// Shortest sleep of the timer.
 const MIN_TICK: Duration = Duration::from_millis(100);
 
@@ -28,6 +32,12 @@ const MIN_TICK: Duration = Duration::from_millis(100);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct FlushSeries;
+
+/// Write the latest count of every open series the server lacks now, keeping the series
+/// open (a best-effort flush when the pipeline is dropped without a shutdown).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct RefreshSeries;
 
 /// Stop the chain; replies with the number of writes abandoned.
 #[derive(Message)]
@@ -91,6 +101,13 @@ pub(crate) struct SeriesActor {
     max_tick: Duration,
     writer: KeyedWriter<Write>,
     timer: Option<(Time, SpawnHandle)>,
+    /// Live counts: the interval, and when the next series whose count grew is due.
+    freshness: Option<Duration>,
+    fresh_due: Option<Time>,
+    /// A write ended or a series was evicted since `counts.unwritten` was last summed; when
+    /// that was.
+    unwritten_changed: bool,
+    unwritten_at: std::time::Instant,
     waiters: Vec<oneshot::Sender<()>>,
     /// The chain's counters, kept here and published by [`SeriesActor::export`].
     counts: SeriesSnapshot,
@@ -115,6 +132,10 @@ impl SeriesActor {
             max_tick: options.max_tick.max(Duration::from_millis(1)),
             writer: KeyedWriter::new(options.max_in_flight, options.coalesce, budget),
             timer: None,
+            freshness: options.freshness.filter(|d| !d.is_zero()),
+            fresh_due: None,
+            unwritten_changed: false,
+            unwritten_at: std::time::Instant::now(),
             waiters: Vec::new(),
             counts: counters.snapshot(),
             counters,
@@ -136,15 +157,38 @@ impl SeriesActor {
     /// Observes one occurrence; its writes are queued (the first takes `slot`).
     fn observe(&mut self, event: kevents_core::events_v1::Event, slot: &mut Option<DeliverySlot>) {
         let now = event.event_time.unwrap_or_else(|| self.clock.now());
-        for w in self.cache.observe(event, now) {
+        let observed = self.cache.observe(event, now);
+        if observed.write.is_none() {
+            // Counted in memory (one more occurrence the server lacks): written again within
+            // `freshness` at the latest.
+            self.counts.unwritten += 1;
+            self.stale_at(now);
+        }
+        if observed.evicted.is_some() {
+            self.unwritten_changed = true;
+        }
+        for w in observed {
             self.enqueue(w, slot.take());
+        }
+    }
+
+    /// Some series' count the server lacks since `at`: make sure a refresh runs by
+    /// `at + freshness`.
+    fn stale_at(&mut self, at: Time) {
+        if let Some(every) = self.freshness {
+            let due = at.saturating_add(every);
+            self.fresh_due = Some(self.fresh_due.map_or(due, |d| d.min(due)));
         }
     }
 
     /// Makes sure the timer wakes up no later than the cache's next deadline (and at most
     /// `max_tick` from now).
     fn arm(&mut self, ctx: &mut Context<Self>) {
-        let Some(deadline) = self.cache.next_deadline() else {
+        let deadline = match (self.cache.next_deadline(), self.fresh_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(deadline) = deadline else {
             if let Some((_, h)) = self.timer.take() {
                 ctx.cancel_future(h);
             }
@@ -171,15 +215,39 @@ impl SeriesActor {
     }
 
     fn on_tick(&mut self, ctx: &mut Context<Self>) {
-        for w in self.cache.tick(self.clock.now()) {
+        let now = self.clock.now();
+        for w in self.cache.tick(now) {
             self.enqueue(w, None);
         }
+        if let Some(every) = self.freshness
+            && self.fresh_due.is_some_and(|d| d <= now)
+        {
+            let refreshed = self.cache.refresh(now, every);
+            self.fresh_due = refreshed.next;
+            self.counts.refreshed += refreshed.writes.len() as u64;
+            for w in refreshed.writes {
+                self.enqueue(w, None);
+            }
+        }
+        self.refresh_unwritten();
         pump(self, ctx);
+    }
+
+    fn refresh_unwritten(&mut self) {
+        self.counts.unwritten = self.cache.unwritten();
+        self.unwritten_changed = false;
+        self.unwritten_at = std::time::Instant::now();
     }
 
     fn export(&mut self) {
         self.counts.cache = self.cache.stats();
         self.counts.queued = self.writer.len() as u64;
+        // Occurrences counted in memory are added as they come; what a write's end changes
+        // (a failure makes a series' count unknown) needs a walk of the cache: at most every
+        // UNWRITTEN_EVERY (and on every timer tick).
+        if self.unwritten_changed && self.unwritten_at.elapsed() >= UNWRITTEN_EVERY {
+            self.refresh_unwritten();
+        }
         self.counters.publish(&self.counts);
     }
 }
@@ -239,6 +307,7 @@ impl KeyedWrites for SeriesActor {
         });
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
+        let mut stale = false;
         let c = &mut self.counts;
         let status = match step {
             Step::Stored => {
@@ -273,6 +342,8 @@ impl KeyedWrites for SeriesActor {
             }
             Step::Retry => {
                 c.retry_exhausted += 1;
+                // Its count is unknown to the server now: the next refresh writes it again.
+                stale = true;
                 tracing::warn!(
                     event = %key, attempts = attempt, reason = reason.as_str(),
                     error = ?out.result.as_ref().err(),
@@ -282,6 +353,7 @@ impl KeyedWrites for SeriesActor {
             }
             Step::Rescheduled => {
                 c.rescheduled += 1;
+                stale = true;
                 "rescheduled"
             }
             Step::Recreate | Step::Dropped { .. } => {
@@ -298,6 +370,11 @@ impl KeyedWrites for SeriesActor {
         };
         job.span.record("status", status);
         self.writer.finish(key);
+        if stale {
+            let now = self.clock.now();
+            self.stale_at(now);
+        }
+        self.unwritten_changed = true;
         Settle::Done
     }
 
@@ -369,6 +446,8 @@ impl Handler<FlushSeries> for SeriesActor {
         for w in self.cache.flush() {
             self.enqueue(w, None);
         }
+        // Every series is forgotten: their counts are in the queued writes now.
+        self.refresh_unwritten();
         pump(self, ctx);
         if self.writer.is_idle() {
             return Box::pin(async {});
@@ -381,12 +460,27 @@ impl Handler<FlushSeries> for SeriesActor {
     }
 }
 
+impl Handler<RefreshSeries> for SeriesActor {
+    type Result = ();
+
+    fn handle(&mut self, _: RefreshSeries, ctx: &mut Context<Self>) {
+        let refreshed = self.cache.refresh(self.clock.now(), Duration::ZERO);
+        self.counts.refreshed += refreshed.writes.len() as u64;
+        for w in refreshed.writes {
+            self.enqueue(w, None);
+        }
+        self.refresh_unwritten();
+        pump(self, ctx);
+    }
+}
+
 impl Handler<StopSeries> for SeriesActor {
     type Result = u64;
 
     fn handle(&mut self, _: StopSeries, ctx: &mut Context<Self>) -> u64 {
         let abandoned = self.writer.clear();
         self.counts.abandoned += abandoned;
+        self.refresh_unwritten();
         self.export();
         ctx.stop();
         abandoned

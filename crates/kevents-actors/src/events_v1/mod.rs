@@ -25,8 +25,8 @@ use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::registry::Registry;
 use crate::telemetry::SeriesCounters;
-pub(crate) use actor::{FlushSeries, SeriesActor, StopSeries};
-pub use options::SeriesSinkOptions;
+pub(crate) use actor::{FlushSeries, RefreshSeries, SeriesActor, StopSeries};
+pub use options::{DEFAULT_FRESHNESS, SeriesSinkOptions};
 
 /// A series chain as the pipeline keeps it.
 pub(crate) struct SeriesChain {

@@ -9,6 +9,10 @@ use kevents_core::events_v1::SeriesOptions;
 use crate::budget::WriteBudget;
 use crate::policy::{RetryPolicy, WatcherPolicy};
 
+/// Default of [`SeriesSinkOptions::freshness`]: a series' stored count lags its occurrences by
+/// at most a minute.
+pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(60);
+
 /// Options of a series sink chain ([`PipelineBuilder::series_sink`]).
 ///
 /// ```
@@ -17,6 +21,7 @@ use crate::policy::{RetryPolicy, WatcherPolicy};
 /// assert_eq!(o.series.max_entries, 16_384);
 /// assert!(o.flush_on_shutdown);
 /// assert!(o.coalesce && o.budget.is_none());
+/// assert_eq!(o.freshness, Some(std::time::Duration::from_secs(60))); // live counts
 /// ```
 ///
 /// [`PipelineBuilder::series_sink`]: crate::PipelineBuilder::series_sink
@@ -55,6 +60,14 @@ pub struct SeriesSinkOptions {
     /// The write budget of the apiserver; `None`: the pipeline's
     /// ([`PipelineBuilder::write_budget`](crate::PipelineBuilder::write_budget)).
     pub budget: Option<WriteBudget>,
+    /// Live counts (on by default, 60 s; kevents, not client-go): an open series whose count
+    /// grew since its last write is written again (`series.count`, one PATCH, coalesced with
+    /// any waiting write of the event, within the write budget) once that write is this old,
+    /// so a stored count lags by at most this interval. Series with nothing new still get
+    /// only client-go's 30-minute heartbeat. `None`: client-go's behaviour, the count is
+    /// written at the heartbeat, after 6 idle minutes or on shutdown. Counted in
+    /// [`SeriesSnapshot::refreshed`](crate::SeriesSnapshot::refreshed).
+    pub freshness: Option<Duration>,
 }
 
 impl Default for SeriesSinkOptions {
@@ -69,6 +82,7 @@ impl Default for SeriesSinkOptions {
             flush_on_shutdown: true,
             coalesce: true,
             budget: None,
+            freshness: Some(DEFAULT_FRESHNESS),
         }
     }
 }
@@ -85,6 +99,7 @@ impl fmt::Debug for SeriesSinkOptions {
             .field("flush_on_shutdown", &self.flush_on_shutdown)
             .field("coalesce", &self.coalesce)
             .field("budget", &self.budget)
+            .field("freshness", &self.freshness)
             .finish()
     }
 }

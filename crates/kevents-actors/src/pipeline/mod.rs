@@ -2,6 +2,8 @@
 //! [`Pipeline`] (handles, watchers, flush, shutdown) and its [`ShutdownReport`].
 
 mod builder;
+mod on_drop;
+mod preflight;
 mod report;
 mod running;
 

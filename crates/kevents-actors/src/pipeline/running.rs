@@ -25,7 +25,9 @@ use crate::stats::StatsSnapshot;
 /// Correlator -> supervised Sink, your own actors).
 ///
 /// Dropping it without [`shutdown`](Pipeline::shutdown) leaves the actors running until the
-/// actix `System` stops (which drops, not drains, what is queued).
+/// actix `System` stops (which drops, not drains, what is queued); if counts are unwritten
+/// then, it logs a warning and asks the chains to write them (best effort: only while their
+/// arbiter runs; [`StatsSnapshot::unwritten`]).
 pub struct Pipeline {
     pub(super) recorder: Recorder,
     pub(super) intake: Arc<Intake>,
@@ -219,15 +221,9 @@ impl Pipeline {
         for chain in &self.series {
             let _ = chain.addr.send(StopSeries).await;
         }
-        let Pipeline {
-            registry,
-            recorder_addr,
-            broadcaster,
-            sinks,
-            series,
-            ..
-        } = self;
-        drop((recorder_addr, broadcaster, sinks, series));
+        let registry = Arc::clone(&self.registry);
+        // The intake is closed: the drop warns of nothing.
+        drop(self);
         // Let the stopped actors (possibly on another arbiter) run their last poll.
         for round in 0..1_000 {
             if registry.live_actors() == 0 {

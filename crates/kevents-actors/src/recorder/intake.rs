@@ -63,6 +63,11 @@ enum SendFailure {
 }
 
 impl Intake {
+    /// How events.k8s.io/v1 calls are routed (for the preflight).
+    pub(crate) fn v1(&self) -> &V1Intake {
+        &self.v1
+    }
+
     /// An intake with `policy`'s bound (and, when bounded, `max_bytes`), and the receiving
     /// end for the Recorder actor with the byte count it must release and the overflow it
     /// drains.

@@ -32,7 +32,8 @@ pub(crate) const COALESCED: &str = "kevents_coalesced_total";
 pub(crate) const OVERFLOW: &str = "kevents_overflow_occurrences";
 /// Counter, labels `sink`, `kind` (`singleton`, `series`): series cache evictions.
 pub(crate) const SERIES_EVICTED: &str = "kevents_series_evicted_total";
-/// Counter, labels `sink`, `reason` (`heartbeat`, `finish`, `flush`): timer and flush writes.
+/// Counter, labels `sink`, `reason` (`heartbeat`, `finish`, `flush`, `refresh`): timer, flush
+/// and live-count writes.
 pub(crate) const SERIES_WRITES: &str = "kevents_series_writes_total";
 /// Counter, label `sink`: repeats counted in memory without a write.
 pub(crate) const SERIES_COUNTED: &str = "kevents_series_counted_in_memory_total";
@@ -145,7 +146,7 @@ pub(crate) const ALL: [(&str, Kind, &str); 27] = [
     (
         SERIES_WRITES,
         Kind::Counter,
-        "Series writes produced by the timers and the shutdown flush, by reason (heartbeat, finish, flush).",
+        "Series writes produced by the timers, the shutdown flush and live counts, by reason (heartbeat, finish, flush, refresh).",
     ),
     (
         SERIES_COUNTED,

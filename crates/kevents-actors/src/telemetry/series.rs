@@ -16,6 +16,7 @@ pub(crate) struct SeriesCounters {
     heartbeats: metrics::Counter,
     finished: metrics::Counter,
     flushed: metrics::Counter,
+    refreshed: metrics::Counter,
     counted: metrics::Counter,
     delivered: metrics::Counter,
     failed: metrics::Counter,
@@ -37,6 +38,7 @@ impl SeriesCounters {
             heartbeats: metrics::counter!(names::SERIES_WRITES, "sink" => n.clone(), "reason" => "heartbeat"),
             finished: metrics::counter!(names::SERIES_WRITES, "sink" => n.clone(), "reason" => "finish"),
             flushed: metrics::counter!(names::SERIES_WRITES, "sink" => n.clone(), "reason" => "flush"),
+            refreshed: metrics::counter!(names::SERIES_WRITES, "sink" => n.clone(), "reason" => "refresh"),
             counted: metrics::counter!(names::SERIES_COUNTED, "sink" => n.clone()),
             delivered: metrics::counter!(names::SERIES_REQUESTS, "sink" => n.clone(), "outcome" => "delivered"),
             failed: metrics::counter!(names::SERIES_REQUESTS, "sink" => n.clone(), "outcome" => "failed"),
@@ -54,6 +56,7 @@ impl SeriesCounters {
         self.heartbeats.absolute(c.heartbeats);
         self.finished.absolute(c.finished);
         self.flushed.absolute(c.flushed);
+        self.refreshed.absolute(s.refreshed);
         self.counted.absolute(c.counted_in_memory);
         self.delivered.absolute(s.delivered());
         self.failed.absolute(s.failed());

@@ -57,6 +57,7 @@ pub use make::{
 };
 pub use model::{API_VERSION, Event, EventSeries, series_patch};
 pub use selector::{UnknownEventsVersion, field_selector};
+pub use series::fresh::Refreshed;
 pub use series::{
     DEFAULT_MAX_ENTRIES, FINISH_AFTER, HEARTBEAT, Observed, SeriesCache, SeriesOptions,
     SeriesStats, Step, Write, WriteReason, classify,

@@ -20,6 +20,9 @@ use std::time::Duration;
 use foldhash::fast::RandomState;
 use lru::LruCache;
 
+// Live counts: `SeriesCache::refresh` and `unwritten` (re-exported by the parent).
+pub(super) mod fresh;
+
 use super::model::{Event, EventSeries, series_patch};
 use super::series_key::{KeyView, PackedKey, Probe};
 use crate::status::{Disposition, SinkError};
@@ -88,10 +91,14 @@ pub enum WriteReason {
     Evicted,
     /// PATCH of an open series on graceful shutdown.
     Flush,
+    /// PATCH of an open series whose count grew since its last write, at most once per
+    /// freshness interval ([`SeriesCache::refresh`]; kevents' live counts, not client-go's).
+    Refresh,
 }
 
 impl WriteReason {
-    /// `first`, `series_start`, `heartbeat`, `finish`, `evicted` or `flush` (metric label).
+    /// `first`, `series_start`, `heartbeat`, `finish`, `evicted`, `flush` or `refresh`
+    /// (metric label).
     pub const fn as_str(self) -> &'static str {
         match self {
             WriteReason::First => "first",
@@ -100,6 +107,7 @@ impl WriteReason {
             WriteReason::Finish => "finish",
             WriteReason::Evicted => "evicted",
             WriteReason::Flush => "flush",
+            WriteReason::Refresh => "refresh",
         }
     }
 

@@ -8,6 +8,7 @@
 
 mod error;
 mod options;
+mod preflight;
 mod thread;
 
 use std::sync::Arc;
@@ -100,6 +101,8 @@ struct Inner {
     recorder: kevents_actors::Recorder,
     commands: mpsc::UnboundedSender<Command>,
     keep_resource_version: bool,
+    /// What `preflight` checks.
+    target: preflight::Target,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -203,6 +206,8 @@ impl Recorder {
     ) -> Result<Self, StartError> {
         let v1_reporter = self::reporter(&reporter);
         let mut factory = EventFactoryV1::new(v1_reporter.clone());
+        let (preflight_sink, preflight_reporter) = (sink.clone(), v1_reporter.clone());
+        let preflight_cluster_ns = factory.cluster_scoped_namespace;
         factory.note_policy = match options.note_length {
             NoteLength::Truncate => NotePolicy::default(),
             NoteLength::Reject => NotePolicy::Reject,
@@ -237,13 +242,52 @@ impl Recorder {
             builder.sink(SINK_NAME, sink, core)
         };
         let (recorder, commands) = thread::start_thread(builder, options.drop_deadline)?;
+        let target = preflight::Target {
+            sink: preflight_sink,
+            reporter: preflight_reporter,
+            api: if options.events_v1_served {
+                kevents_core::preflight::EventsApi::EventsV1
+            } else {
+                kevents_core::preflight::EventsApi::CoreV1
+            },
+            cluster_scoped_v1: preflight_cluster_ns,
+        };
         Ok(Recorder {
             inner: Arc::new(Inner {
                 recorder,
                 commands,
                 keep_resource_version: options.keep_resource_version,
+                target,
             }),
         })
+    }
+
+    /// Checks before recording that this recorder's events would be written: the event API
+    /// it was built for is served, its client's identity may `create` and `patch` `events`
+    /// in that API's group in each of `namespaces` and in the namespace of cluster-scoped
+    /// objects' events (`kube-system` for events.k8s.io/v1), and the reporting controller
+    /// and instance are valid (a qualified name; at most 128 bytes). Two requests per
+    /// namespace (`SelfSubjectAccessReview`, which every authenticated user may make) plus
+    /// one discovery request; `kevents doctor` runs the same checks from a kubeconfig.
+    ///
+    /// ```no_run
+    /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), Box<dyn std::error::Error>> {
+    /// let report = recorder.preflight(["team-a"]).await?;
+    /// if !report.is_ok() {
+    ///     // e.g. "may not patch events in API group "events.k8s.io" in namespace "team-a" ..."
+    ///     tracing::warn!("events would be lost:\n{report}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn preflight<I, S>(
+        &self,
+        namespaces: I,
+    ) -> Result<kevents_core::preflight::PreflightReport, kevents_core::preflight::InvalidPlan>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.inner.target.check(namespaces).await
     }
 
     fn occurrence(&self, ev: &Event, regarding: &K8sReference) -> OccurrenceV1 {

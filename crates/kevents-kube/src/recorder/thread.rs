@@ -121,6 +121,15 @@ async fn serve(
     }
     // Every handle is gone without a shutdown: drain what is left (this needs the kube
     // client's runtime to be alive still).
+    let unwritten = pipeline.stats().unwritten();
+    if unwritten > 0 {
+        tracing::warn!(
+            unwritten,
+            "kevents recorder dropped without shutdown: {unwritten} occurrences are not in a \
+             stored count yet; writing them within the drop deadline (call \
+             Recorder::shutdown to wait for them; a process exit or crash loses them)"
+        );
+    }
     let report = pipeline.shutdown(drop_deadline).await;
     if !report.completed {
         tracing::warn!(

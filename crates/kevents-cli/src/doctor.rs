@@ -1,0 +1,144 @@
+//! `kevents doctor`: before a controller records anything, may its identity write events
+//! where it will write them? The preflight of `kevents_core::preflight` through the HTTP
+//! client of a kubeconfig (docs/preflight.md). Exit code 0: events will be written; 4: events
+//! would be lost (every problem is named); 2 and 3 as the demo's (configuration, apiserver
+//! unusable).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use kevents_core::events_v1::{ClusterScopedNamespace, Reporter};
+use kevents_core::preflight::{ApiChoice, EventsApi, PreflightPlan};
+use kevents_http::{HttpConfig, HttpSink};
+
+use crate::cluster::{self, Failure, FailureKind, KubeTarget};
+
+/// Which event API the recorder will use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Api {
+    /// events.k8s.io/v1 when the apiserver serves it, else core/v1 (the drop-in, client-go).
+    Auto,
+    /// events.k8s.io/v1 (series chains).
+    EventsV1,
+    /// core/v1 (correlator chains, client-go's `tools/record`).
+    Core,
+    /// Both (a pipeline with core/v1 and series chains).
+    Both,
+}
+
+/// Where the events cluster-scoped objects go with events.k8s.io/v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClusterNamespace {
+    /// kevents' default (accepted by every apiserver version).
+    KubeSystem,
+    /// client-go's (refused by a 1.20 apiserver).
+    Default,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DoctorArgs {
+    /// The kubeconfig whose identity will record (default: KUBECONFIG, ~/.kube/config, or
+    /// the in-cluster service account).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Its context (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// A namespace events will be written to (repeatable; default: the context's namespace).
+    #[arg(long = "namespace", short = 'n')]
+    pub namespaces: Vec<String>,
+    /// The event API the recorder will use.
+    #[arg(long, value_enum, default_value_t = Api::Auto)]
+    pub api: Api,
+    /// The recorder's `reportingController` (events.k8s.io/v1).
+    #[arg(long, default_value = "kevents")]
+    pub reporting_controller: String,
+    /// The recorder's `reportingInstance` (default: `<controller>-<hostname>`, client-go's).
+    #[arg(long)]
+    pub reporting_instance: Option<String>,
+    /// The recorder never records about cluster-scoped objects (nodes, namespaces, ...):
+    /// do not check their events' namespace.
+    #[arg(long)]
+    pub no_cluster_scoped: bool,
+    /// The events.k8s.io/v1 namespace of cluster-scoped objects' events.
+    #[arg(long, value_enum, default_value_t = ClusterNamespace::KubeSystem)]
+    pub cluster_scoped_namespace: ClusterNamespace,
+}
+
+/// Runs the doctor.
+pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
+    cluster::finish(actix::System::new().block_on(run_async(args)))
+}
+
+async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
+    for ns in &args.namespaces {
+        cluster::validate_namespace(ns)?;
+    }
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            KubeTarget {
+                kubeconfig: path.clone(),
+                context: args.context.clone(),
+            }
+            .config()
+            .await?
+        }
+        None => {
+            let config = HttpConfig::infer()
+                .await
+                .map_err(|e| Failure::new(FailureKind::Config, e))?;
+            cluster::register_credentials(&config)?;
+            config
+        }
+    };
+    let version = cluster::probe_server(&config).await?;
+    let sink = HttpSink::new(config).map_err(|e| Failure::new(FailureKind::Config, e))?;
+    let mut namespaces = args.namespaces.clone();
+    if namespaces.is_empty() {
+        namespaces.push(sink.default_namespace().to_owned());
+    }
+    let reporter = match args.reporting_instance {
+        Some(i) => Reporter::with_instance(args.reporting_controller, i),
+        None => Reporter::new(args.reporting_controller),
+    };
+    let api = match args.api {
+        Api::Auto => ApiChoice::Discover,
+        Api::EventsV1 => ApiChoice::Use(vec![EventsApi::EventsV1]),
+        Api::Core => ApiChoice::Use(vec![EventsApi::CoreV1]),
+        Api::Both => ApiChoice::Use(vec![EventsApi::EventsV1, EventsApi::CoreV1]),
+    };
+    let mut plan = PreflightPlan::discover(namespaces)
+        .api(api)
+        .reporter(reporter.controller, reporter.instance)
+        .cluster_scoped(!args.no_cluster_scoped);
+    plan.cluster_scoped_v1 = match args.cluster_scoped_namespace {
+        ClusterNamespace::KubeSystem => ClusterScopedNamespace::KubeSystem,
+        ClusterNamespace::Default => ClusterScopedNamespace::Default,
+    };
+    let report = sink
+        .preflight(&plan)
+        .await
+        .map_err(|e| Failure::new(FailureKind::Config, e))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "kevents doctor: {} (kube-apiserver {})",
+        cluster::one_line(sink.base_url().as_ref()),
+        cluster::one_line(&version.git_version)
+    )?;
+    writeln!(out, "{}", cluster::redact(&report.to_string()))?;
+    drop(out);
+    if report.is_ok() {
+        return Ok(());
+    }
+    Err(Failure::new(
+        FailureKind::NotWritten,
+        format!(
+            "events would be lost: {} problem{} found (listed above)",
+            report.problems.len(),
+            if report.problems.len() == 1 { "" } else { "s" }
+        ),
+    )
+    .into())
+}
