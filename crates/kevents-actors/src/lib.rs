@@ -101,6 +101,5 @@ pub use recorder::{
     CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, ObjectRecorder,
     RecordError, Recorder,
 };
-pub use stats::{
-    BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot, describe_metrics,
-};
+pub use stats::{BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot};
+pub use telemetry::names::describe_metrics;

@@ -37,24 +37,6 @@
 use kevents_core::events_v1::SeriesStats;
 
 use crate::policy::WatcherPolicy;
-use crate::telemetry::names::{self, Kind};
-
-/// Describes every kevents metric (counter or gauge, and a one-line help text) to the
-/// installed `metrics` recorder, so that exporters print `# HELP` and `# TYPE` lines for them.
-/// Call it once, after installing the recorder.
-///
-/// ```
-/// // With no recorder installed this does nothing; with one it registers the descriptions.
-/// kevents_actors::stats::describe_metrics();
-/// ```
-pub fn describe_metrics() {
-    for (name, kind, help) in names::ALL {
-        match kind {
-            Kind::Counter => metrics::describe_counter!(name, help),
-            Kind::Gauge => metrics::describe_gauge!(name, help),
-        }
-    }
-}
 
 /// A point-in-time copy of every counter of one watcher.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,40 +7,20 @@
 //! source and object; `User` and `Server` cover everything this client writes, and so does
 //! a 429 that names no limit (API Priority and Fairness, max-in-flight).
 
-/// The part of a budget's writes a 429 applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Limit {
-    /// The events of the write's source and object (`SourceAndObject`).
-    Object,
-    /// The writes to the write's namespace (`Namespace`).
-    Namespace,
-    /// Every write of the budget (`User`, `Server`, or a 429 naming no limit).
-    Everything,
-}
+pub(crate) use crate::telemetry::Limit;
 
-impl Limit {
-    /// The widest limit a 429's message names; [`Limit::Everything`] when it names none.
-    pub(crate) fn of_message(message: &str) -> Limit {
-        let mut widest = None;
-        for part in message.split("limit reached on type ").skip(1) {
-            let limit = match part.split_whitespace().next() {
-                Some("Namespace") => Limit::Namespace,
-                Some("SourceAndObject") => Limit::Object,
-                _ => Limit::Everything,
-            };
-            widest = Some(widest.map_or(limit, |w: Limit| w.max(limit)));
-        }
-        widest.unwrap_or(Limit::Everything)
+/// The widest limit a 429's message names; [`Limit::Everything`] when it names none.
+pub(crate) fn of_message(message: &str) -> Limit {
+    let mut widest = None;
+    for part in message.split("limit reached on type ").skip(1) {
+        let limit = match part.split_whitespace().next() {
+            Some("Namespace") => Limit::Namespace,
+            Some("SourceAndObject") => Limit::Object,
+            _ => Limit::Everything,
+        };
+        widest = Some(widest.map_or(limit, |w: Limit| w.max(limit)));
     }
-
-    /// Its name in metrics and logs.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Limit::Object => "source_and_object",
-            Limit::Namespace => "namespace",
-            Limit::Everything => "everything",
-        }
-    }
+    widest.unwrap_or(Limit::Everything)
 }
 
 /// Where a write goes, as the apiserver's event limits see it.
@@ -77,7 +57,7 @@ mod tests {
 
     #[test]
     fn reads_eventratelimit_messages() {
-        let of = Limit::of_message;
+        let of = of_message;
         assert_eq!(
             of("Too many requests: limit reached on type Namespace for key bench"),
             Limit::Namespace

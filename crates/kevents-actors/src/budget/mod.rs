@@ -199,7 +199,7 @@ impl Health {
         match result {
             Ok(_) => Health::Answered,
             Err(e @ SinkError::Status(s)) if s.code == 429 => {
-                Health::Throttled(e.retry_after(), Limit::of_message(&s.message))
+                Health::Throttled(e.retry_after(), limit::of_message(&s.message))
             }
             Err(SinkError::Status(s)) if s.code >= 500 => Health::Failed,
             Err(SinkError::Transport(_) | SinkError::Timeout(_)) => Health::Failed,

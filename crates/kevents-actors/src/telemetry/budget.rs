@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::counter::Counter;
 use super::names;
-use crate::budget::Limit;
 use crate::stats::BudgetSnapshot;
 
 /// Why a write had to wait before its request.
@@ -20,6 +19,29 @@ pub(crate) enum Deferral {
     Circuit,
     /// As many writes are in flight as the adaptive limit allows.
     InFlight,
+}
+
+/// The part of a budget's writes a 429 applies to (`budget/limit.rs` reads it from the
+/// answer's message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Limit {
+    /// The events of the write's source and object (`SourceAndObject`).
+    Object,
+    /// The writes to the write's namespace (`Namespace`).
+    Namespace,
+    /// Every write of the budget (`User`, `Server`, or a 429 naming no limit).
+    Everything,
+}
+
+impl Limit {
+    /// Its name in metrics and logs.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Limit::Object => "source_and_object",
+            Limit::Namespace => "namespace",
+            Limit::Everything => "everything",
+        }
+    }
 }
 
 /// Counters of one write budget (shared by every sink that uses it).

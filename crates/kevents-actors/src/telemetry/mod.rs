@@ -10,7 +10,7 @@ mod series;
 mod sink;
 mod watcher;
 
-pub(crate) use budget::{BudgetCounters, Deferral};
+pub(crate) use budget::{BudgetCounters, Deferral, Limit};
 pub(crate) use intake::{IntakeCounters, Refusal};
 pub(crate) use series::SeriesCounters;
 pub(crate) use sink::{Decisions, SinkCounters, WriteEnd};

@@ -205,3 +205,20 @@ pub(crate) const ALL: [(&str, Kind, &str); 27] = [
         "1 while the circuit breaker of a write budget is open.",
     ),
 ];
+
+/// Describes every kevents metric (counter or gauge, and a one-line help text) to the
+/// installed `metrics` recorder, so that exporters print `# HELP` and `# TYPE` lines for them.
+/// Call it once, after installing the recorder.
+///
+/// ```
+/// // With no recorder installed this does nothing; with one it registers the descriptions.
+/// kevents_actors::describe_metrics();
+/// ```
+pub fn describe_metrics() {
+    for (name, kind, help) in ALL {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(name, help),
+            Kind::Gauge => metrics::describe_gauge!(name, help),
+        }
+    }
+}
