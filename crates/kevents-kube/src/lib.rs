@@ -62,7 +62,8 @@ mod recorder;
 
 pub use list::ListError;
 pub use recorder::{
-    NoteLength, Notes, PublishError, Recorder, RecorderOptions, SINK_NAME, StartError,
+    FakeRecorder, NoteLength, Notes, PublishError, Published, Recorder, RecorderOptions, SINK_NAME,
+    StartError,
 };
 pub use sink::{
     DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES, DEFAULT_MAX_RESPONSE_BYTES,
