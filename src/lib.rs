@@ -163,7 +163,7 @@ pub mod prometheus;
 
 // Rendered in the documentation only: the pages' code blocks are examples for reading (their
 // compiled twins are in the crates' own docs and tests).
-#[cfg(doc)]
+#[cfg(all(doc, not(doctest)))]
 pub mod guide;
 
 /// actix, re-exported so the version always matches the pipeline's.
