@@ -57,11 +57,20 @@ fn the_readme_examples_are_the_compiled_doc_examples() {
         &read("src/lib.rs"),
         "use kevents::{EventSource, EventType, HttpSink, ObjectReference, Pipeline, SinkOptions};",
     );
-    assert!(readme.contains(&drop_in), "README lacks kevents-kube's example:\n{drop_in}");
-    assert!(readme.contains(&facade), "README lacks the facade's example:\n{facade}");
+    assert!(
+        readme.contains(&drop_in),
+        "README lacks kevents-kube's example:\n{drop_in}"
+    );
+    assert!(
+        readme.contains(&facade),
+        "README lacks the facade's example:\n{facade}"
+    );
     for example in [&drop_in, &facade] {
         let lines = example.lines().count();
         assert!((15..=22).contains(&lines), "{lines} lines:\n{example}");
-        assert!(!example.lines().any(|l| l.starts_with("# ")), "hidden lines");
+        assert!(
+            !example.lines().any(|l| l.starts_with("# ")),
+            "hidden lines"
+        );
     }
 }

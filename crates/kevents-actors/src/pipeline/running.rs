@@ -116,7 +116,7 @@ impl Pipeline {
         };
         match &mut self.mode {
             Mode::Local(local) => local.add_sink(spec).await,
-            Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSink(spec, r)).await,
+            Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSink(Box::new(spec), r)).await,
         }
     }
 

@@ -35,7 +35,7 @@ pub(super) enum Command {
         WatcherPolicy,
         Reply<WatcherHandle>,
     ),
-    AddSink(SinkSpec, Reply<WatcherHandle>),
+    AddSink(Box<SinkSpec>, Reply<WatcherHandle>),
     RemoveWatcher(WatcherHandle, Reply<bool>),
     Shutdown(Duration, oneshot::Sender<ShutdownReport>),
 }
@@ -94,7 +94,7 @@ async fn serve(
                 let _ = reply.send(local.add_watcher(name, recipient, policy).await);
             }
             Command::AddSink(spec, reply) => {
-                let _ = reply.send(local.add_sink(spec).await);
+                let _ = reply.send(local.add_sink(*spec).await);
             }
             Command::RemoveWatcher(watcher, reply) => {
                 let _ = reply.send(local.remove_watcher(&watcher).await);
