@@ -107,10 +107,41 @@ pub use kevents_core::core_v1;
 pub use kevents_core::events_v1;
 
 // What an application needs.
+/// With the facade's paths:
+///
+/// ```
+/// use kevents::{EventType, FakeRecorder, ObjectReference, Recorder};
+///
+/// fn reconcile(recorder: &Recorder) {
+///     let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+///     recorder.event(&pod, EventType::Warning, "BackOff", "restarting").unwrap();
+/// }
+///
+/// let fake = FakeRecorder::new();
+/// reconcile(&fake.recorder());
+/// assert_eq!(fake.strings(), ["Warning BackOff restarting"]);
+/// ```
+pub use kevents_actors::FakeRecorder;
+/// With the facade's paths, from plain synchronous code (no runtime: the pipeline runs on a
+/// thread of its own; a logging watcher here, [`HttpSink`] in production):
+///
+/// ```
+/// use kevents::actors::WatcherPolicy;
+/// use kevents::{EventSource, EventType, ObjectReference, Pipeline};
+/// use std::time::Duration;
+///
+/// let pipeline = Pipeline::builder(EventSource::new("my-tool", "host-1"))
+///     .logging(WatcherPolicy::default())
+///     .start();
+/// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+/// pipeline.recorder().event(&pod, EventType::Normal, "Checked", "all good").unwrap();
+/// let report = pipeline.shutdown_blocking(Duration::from_secs(5)).unwrap();
+/// assert_eq!(report.stats.recorded, 1);
+/// ```
+pub use kevents_actors::Pipeline;
 pub use kevents_actors::{
-    Emit, EventsV1Config, FakeRecorder, ObjectRecorder, Pipeline, PipelineBuilder, PipelineError,
-    RecordError, Recorder, SeriesSinkOptions, ShutdownReport, SinkOptions, StartError, eventf,
-    eventf_v1,
+    Emit, EventsV1Config, ObjectRecorder, PipelineBuilder, PipelineError, RecordError, Recorder,
+    SeriesSinkOptions, ShutdownReport, SinkOptions, StartError, eventf, eventf_v1,
 };
 pub use kevents_core::{EventSource, EventType, ObjectReference, Reference};
 
