@@ -169,3 +169,77 @@ fn answer_after<T: Send + 'static>(
     send(&slot);
     drop(gone_tx);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Set when dropped, slowly: an answer sent before the runtime's tasks are dropped would
+    /// find it unset.
+    struct SlowFlag(Arc<AtomicBool>);
+
+    impl Drop for SlowFlag {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(200));
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_answer_comes_once_the_runtime_is_gone() {
+        let dropped = Arc::new(AtomicBool::new(false));
+        let flag = SlowFlag(Arc::clone(&dropped));
+        let (tx, rx) = oneshot::channel();
+        // The runtime is not `Send`: it is made and dropped on this thread, as on the
+        // pipeline's.
+        let t = std::thread::spawn(move || {
+            let system = actix::System::new();
+            system.block_on(async move {
+                // A task left on the runtime, as a connection's task is.
+                tokio::spawn(async move {
+                    let _flag = flag;
+                    std::future::pending::<()>().await;
+                });
+                tokio::task::yield_now().await;
+            });
+            answer_after(system, tx, 7u32, Instant::now() + Duration::from_secs(10));
+        });
+        assert_eq!(rx.blocking_recv(), Ok(7));
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "answered before the runtime was gone"
+        );
+        t.join().expect("thread");
+    }
+
+    #[test]
+    fn a_blocking_task_delays_the_answer_until_the_deadline_only() {
+        let (tx, rx) = oneshot::channel();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<Instant>();
+        let t = std::thread::spawn(move || {
+            let system = actix::System::new();
+            system.block_on(async move {
+                tokio::task::spawn_blocking(move || {
+                    let _ = started_tx.send(());
+                    std::thread::sleep(Duration::from_secs(3));
+                });
+            });
+            let Ok(until) = go_rx.recv() else { return };
+            answer_after(system, tx, 7u32, until);
+        });
+        started_rx.recv().expect("the blocking task runs");
+        let start = Instant::now();
+        go_tx
+            .send(start + Duration::from_millis(300))
+            .expect("the thread waits");
+        assert_eq!(rx.blocking_recv(), Ok(7));
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        t.join().expect("thread");
+    }
+}

@@ -12,13 +12,12 @@ use kevents_actors::{
 use kevents_core::EventSource;
 use kevents_core::events_v1::OccurrenceV1;
 use kube::runtime::events::{Event, Reporter};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::Mutex;
 
 use super::convert::{factory, occurrence, reporter};
 use super::error::{PublishError, StartError};
 use super::fake_store::FakeStore;
 use super::options::{Notes, RecorderOptions};
-use super::thread::{self, Command};
 use crate::sink::KubeSink;
 
 /// The name of the series chain in [`StatsSnapshot::series`] (and of the core/v1 chain in
@@ -51,8 +50,9 @@ pub const SINK_NAME: &str = "kube";
 /// * **Notes**: the first note of a series is kept, as kube-rs does ([`Notes::First`]);
 ///   [`Notes::Distinct`] makes every distinct note its own event.
 ///
-/// The pipeline runs in an actix `System` on a dedicated thread (`kevents-recorder`) that the
-/// recorder starts, so a plain tokio application needs nothing else. The requests go through
+/// The pipeline runs in an actix `System` on a dedicated thread (`kevents-pipeline`,
+/// `PipelineBuilder::start_thread`) that the recorder starts, so a plain tokio application
+/// needs nothing else. The requests go through
 /// the given `kube::Client` (its tower service keeps running on the application's runtime), so
 /// call [`Recorder::shutdown`] before that runtime ends, to write the final counts.
 ///
@@ -99,7 +99,8 @@ enum Backend {
     /// The pipeline on its own thread.
     Pipeline {
         recorder: kevents_actors::Recorder,
-        commands: mpsc::UnboundedSender<Command>,
+        /// On its own thread (`PipelineBuilder::start_thread`); taken by `shutdown`.
+        pipeline: Mutex<Option<Pipeline>>,
     },
     /// A [`FakeRecorder`](crate::FakeRecorder)'s store.
     Fake(Arc<FakeStore>),
@@ -225,10 +226,20 @@ impl Recorder {
         } else {
             builder.sink(SINK_NAME, sink, core)
         };
-        let (recorder, commands) = thread::start_thread(builder, options.drop_deadline)?;
+        let pipeline = builder
+            .drop_deadline(options.drop_deadline)
+            .start_thread()
+            .map_err(|e| match e {
+                kevents_actors::StartError::Thread(e) => StartError::Thread(e),
+                _ => StartError::Stopped,
+            })?;
+        let recorder = pipeline.recorder();
         Ok(Recorder {
             inner: Arc::new(Inner {
-                backend: Backend::Pipeline { recorder, commands },
+                backend: Backend::Pipeline {
+                    recorder,
+                    pipeline: Mutex::new(Some(pipeline)),
+                },
                 keep_resource_version: options.keep_resource_version,
             }),
         })
@@ -324,22 +335,6 @@ impl Recorder {
         }
     }
 
-    /// Sends `make`'s command to the pipeline thread and waits for the answer; `None` for a
-    /// fake, which has no thread.
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Option<Result<T, PublishError>> {
-        let Backend::Pipeline { commands, .. } = &self.inner.backend else {
-            return None;
-        };
-        let (tx, rx) = oneshot::channel();
-        if commands.send(make(tx)).is_err() {
-            return Some(Err(PublishError::Shutdown));
-        }
-        Some(rx.await.map_err(|_| PublishError::Shutdown))
-    }
-
     /// What a fake answers to `stats` and `shutdown`: everything published was "recorded".
     fn fake_stats(store: &FakeStore) -> StatsSnapshot {
         StatsSnapshot {
@@ -358,9 +353,12 @@ impl Recorder {
     /// # Ok(()) }
     /// ```
     pub async fn flush(&self) -> Result<(), PublishError> {
-        match self.ask(Command::Flush).await {
-            Some(answer) => answer?.map_err(|_| PublishError::Shutdown),
-            None => Ok(()),
+        match &self.inner.backend {
+            Backend::Fake(_) => Ok(()),
+            Backend::Pipeline { pipeline, .. } => match pipeline.lock().await.as_ref() {
+                Some(p) => p.flush().await.map_err(|_| PublishError::Shutdown),
+                None => Err(PublishError::Shutdown),
+            },
         }
     }
 
@@ -376,10 +374,12 @@ impl Recorder {
     pub async fn stats(&self) -> Result<StatsSnapshot, PublishError> {
         match &self.inner.backend {
             Backend::Fake(store) => Ok(Self::fake_stats(store)),
-            Backend::Pipeline { .. } => self
-                .ask(Command::Stats)
+            Backend::Pipeline { pipeline, .. } => pipeline
+                .lock()
                 .await
-                .unwrap_or(Err(PublishError::Shutdown)),
+                .as_ref()
+                .map(Pipeline::stats)
+                .ok_or(PublishError::Shutdown),
         }
     }
 
@@ -416,10 +416,13 @@ impl Recorder {
                     stats: Self::fake_stats(store),
                 })
             }
-            Backend::Pipeline { .. } => self
-                .ask(|tx| Command::Shutdown(deadline, tx))
-                .await
-                .unwrap_or(Err(PublishError::Shutdown)),
+            Backend::Pipeline { pipeline, .. } => {
+                let taken = pipeline.lock().await.take();
+                match taken {
+                    Some(p) => Ok(p.shutdown(deadline).await),
+                    None => Err(PublishError::Shutdown),
+                }
+            }
         }
     }
 }

@@ -4,8 +4,7 @@
 //! [`KubeSink`](crate::KubeSink); and [`FakeRecorder`], its fake for unit tests.
 //!
 //! Files: `options.rs` ([`RecorderOptions`], [`Notes`], [`NoteLength`]), `error.rs`
-//! ([`PublishError`], [`StartError`]), `convert.rs` (kube's types as kevents'), `thread.rs`
-//! (the pipeline's actix `System` on its own thread), `fake_store.rs` ([`Published`]),
+//! ([`PublishError`], [`StartError`]), `convert.rs` (kube's types as kevents'), `fake_store.rs` ([`Published`]),
 //! `handle.rs` (the [`Recorder`] handle), `fake.rs` ([`FakeRecorder`]).
 
 mod convert;
@@ -14,7 +13,6 @@ mod fake;
 mod fake_store;
 mod handle;
 mod options;
-mod thread;
 
 pub use error::{PublishError, StartError};
 pub use fake::FakeRecorder;
