@@ -1,7 +1,7 @@
 //! Serving the pipeline's metrics to Prometheus (feature `prometheus`).
 //!
 //! kevents counts through the [`metrics`](https://docs.rs/metrics) facade (every metric is in
-//! `docs/metrics.md` and in [`stats`](crate::stats)). [`install`] makes a
+//! `docs/metrics.md` and in [`stats`](crate::actors::stats)). [`install`] makes a
 //! `metrics-exporter-prometheus` recorder the process's global recorder, describes every
 //! kevents metric to it and serves the Prometheus text format over HTTP on an address of
 //! your choice, from a thread of its own (it works the same from `actix::main`,
@@ -51,7 +51,7 @@ pub enum PrometheusError {
 }
 
 /// Installs a Prometheus recorder as the process's global `metrics` recorder, describes every
-/// kevents metric to it ([`describe_metrics`](crate::describe_metrics)) and serves the text
+/// kevents metric to it ([`describe_metrics`](crate::actors::describe_metrics)) and serves the text
 /// exposition format over HTTP on `addr` (every path but `/health`, so `/metrics` too) from
 /// a thread named `kevents-prometheus`. Returns the recorder's handle: its `render()` gives
 /// the same text, for serving it from your own web server instead.

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kevents::core::{Event, SinkFuture};
-use kevents::http::{HttpConfig, HttpSink};
-use kevents::{
-    EventSink, EventSource, EventType, IntakePolicy, ObjectReference, Pipeline, RetryPolicy,
-    SinkOptions, SinkSnapshot, StatsSnapshot, WatcherPolicy, WriteBudget,
+use kevents::actors::{
+    IntakePolicy, RetryPolicy, SinkSnapshot, StatsSnapshot, WatcherPolicy, WriteBudget,
 };
+use kevents::core::{Event, EventSink, SinkFuture};
+use kevents::http::{HttpConfig, HttpSink};
+use kevents::{EventSource, EventType, ObjectReference, Pipeline, SinkOptions};
 use kevents_sim::{Faults, SimConfig, SimHandle, Simulator};
 
 async fn sim_sink(sim: &SimHandle, timeout: Duration) -> HttpSink {

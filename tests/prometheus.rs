@@ -17,10 +17,11 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
+use kevents::actors::StatsSnapshot;
 use kevents::events_v1::{OccurrenceV1, Reporter};
 use kevents::{
     EventSource, EventType, EventsV1Config, ObjectReference, Pipeline, SeriesSinkOptions,
-    SinkOptions, StatsSnapshot,
+    SinkOptions,
 };
 use kevents_sim::MemoryApiServer;
 

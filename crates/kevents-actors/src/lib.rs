@@ -92,7 +92,10 @@ pub use events_v1::{DEFAULT_FRESHNESS, SeriesSinkOptions};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
 pub use overflow::Repeats;
-pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, ShutdownReport, WatcherHandle};
+pub use pipeline::{
+    DEFAULT_DROP_DEADLINE, Pipeline, PipelineBuilder, PipelineError, ShutdownReport, StartError,
+    WatcherHandle,
+};
 pub use policy::{
     Classifier, DEFAULT_OVERFLOW_ENTRIES, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy,
 };

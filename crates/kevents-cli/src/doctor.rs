@@ -88,7 +88,7 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
             let config = HttpConfig::infer()
                 .await
                 .map_err(|e| Failure::new(FailureKind::Config, e))?;
-            cluster::register_credentials(&config)?;
+            cluster::register_credentials(&config).await?;
             config
         }
     };

@@ -16,7 +16,43 @@
 //!   on [`Recorder::shutdown`]. It runs its actix `System` on its own thread, so a tokio
 //!   application needs nothing else.
 //!
-//! Migration from kube-rs's recorder: `docs/kube-rs.md`.
+//! Migration from kube-rs's recorder: `docs/kube-rs.md` (on docs.rs: `kevents::guide::kube_rs`).
+//!
+//! ## Getting started
+//!
+//! ```toml
+//! [dependencies]
+//! kevents-kube = { git = "https://example.invalid/kevents" } # or path = "../kevents/crates/kevents-kube"; once published: "0.1"
+//! kube = { version = "5", features = ["runtime", "client", "rustls-tls"] }
+//! k8s-openapi = { version = "0.29", features = ["latest"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kevents_kube::Recorder;
+//! use kube::runtime::events::{Event, EventType, Reporter};
+//! use kube::{Api, Client, Resource};
+//! use std::time::Duration;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = Client::try_default().await?;
+//!     let reporter = Reporter { controller: "example.com/my-controller".into(), instance: None };
+//!     let recorder = Recorder::new(client.clone(), reporter); // one per controller; clone it
+//!     let cm = Api::<ConfigMap>::namespaced(client, "default").get("app-config").await?;
+//!     let synced = Event { type_: EventType::Normal, reason: "Synced".into(),
+//!         note: Some("configuration applied".into()), action: "Reconcile".into(), secondary: None };
+//!     for _ in 0..3 {
+//!         recorder.publish(&synced, &cm.object_ref(&())).await?; // queued: no request awaited
+//!     }
+//!     println!("{}", recorder.shutdown(Duration::from_secs(10)).await?); // the last counts
+//!     Ok(())
+//! }
+//! ```
+//!
+//! One event is stored about the ConfigMap, its series count 3. In unit tests,
+//! [`FakeRecorder`] gives the reconciler a `Recorder` that keeps every publish.
 //!
 //! Source layout: `sink.rs` (transport: requests through the client, deadline, bounded
 //! reads, error mapping), `list.rs` (bounded paginated lists, [`ListError`]), `core_v1.rs`
@@ -28,6 +64,8 @@
 //! your cluster's version to the application, as every kube-rs application does). kube's TLS
 //! backend is the application's choice too (e.g. kube's `rustls-tls` feature).
 //!
+//! ## A pipeline of your own over the client
+//!
 //! ```no_run
 //! use kevents_actors::{Pipeline, SeriesSinkOptions};
 //! use kevents_core::events_v1::{OccurrenceV1, Reporter};
@@ -38,7 +76,7 @@
 //! let client = kube::Client::try_default().await?;
 //! let sink = KubeSink::new(client);
 //! let served = sink.events_v1_served().await?;
-//! # actix::System::new().block_on(async move {
+//! // In a tokio application the pipeline runs on a thread of its own.
 //! let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
 //!     .events_v1(kevents_actors::EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))
 //!     .series_sink("apiserver", sink.clone(), SeriesSinkOptions::default())
@@ -48,7 +86,6 @@
 //! pipeline.recorder().event_v1(OccurrenceV1::new(pod, None, EventType::Normal,
 //!                                                "Scheduled", "Binding", "bound"))?;
 //! pipeline.shutdown(std::time::Duration::from_secs(10)).await;
-//! # Ok::<(), kevents_actors::RecordError>(()) })?;
 //! # Ok(()) }
 //! ```
 
@@ -64,7 +101,8 @@ mod recorder;
 
 pub use list::ListError;
 pub use recorder::{
-    NoteLength, Notes, PublishError, Recorder, RecorderOptions, SINK_NAME, StartError,
+    FakeRecorder, NoteLength, Notes, PublishError, Published, Recorder, RecorderOptions, SINK_NAME,
+    StartError,
 };
 pub use sink::{
     DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES, DEFAULT_MAX_RESPONSE_BYTES,

@@ -1,11 +1,15 @@
 //! The [`PipelineBuilder`]: what to spawn, and the wiring of the actors.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use kevents_core::{EventFactory, EventSink, EventSource, SharedClock, SystemClock};
 
-use super::running::Pipeline;
+use super::error::StartError;
+use super::local::Local;
+use super::running::{Mode, Pipeline};
+use super::thread::spawn_pipeline_thread;
 use crate::broadcaster::Broadcaster;
 use crate::budget::{BudgetOptions, WriteBudget};
 use crate::core_v1::{Placement, SinkOptions, SinkSpec, spawn_chain};
@@ -54,7 +58,12 @@ pub struct PipelineBuilder {
     series: Vec<SeriesSpec>,
     events_v1: Option<EventsV1Config>,
     budget: Option<WriteBudget>,
+    drop_deadline: Duration,
 }
+
+/// How long a pipeline on its own thread drains when its handle is dropped without
+/// [`Pipeline::shutdown`] ([`PipelineBuilder::drop_deadline`]).
+pub const DEFAULT_DROP_DEADLINE: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for PipelineBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +93,7 @@ impl PipelineBuilder {
             watchers: Vec::new(),
             placement: Placement::default(),
             budget: None,
+            drop_deadline: DEFAULT_DROP_DEADLINE,
         }
     }
 
@@ -265,8 +275,99 @@ impl PipelineBuilder {
         self
     }
 
-    /// Starts the actors. Must be called inside a running actix `System`.
+    /// How long a pipeline on its own thread drains (writes what is queued, the counts of
+    /// open series, deferred tails) when its [`Pipeline`] is dropped without
+    /// [`Pipeline::shutdown`] (default [`DEFAULT_DROP_DEADLINE`], 5 s). Its requests need
+    /// their sink's runtime alive then (a `KubeSink`'s client runs on the application's).
+    pub fn drop_deadline(mut self, deadline: Duration) -> Self {
+        self.drop_deadline = deadline;
+        self
+    }
+
+    /// Starts the pipeline, wherever it is called:
+    ///
+    /// * inside a running actix `System` (`#[actix::main]`, `actix_web::main`,
+    ///   `System::new().block_on(..)`, an arbiter), its actors run on the caller's arbiter;
+    /// * anywhere else (`#[tokio::main]`, another runtime, plain synchronous code) on a
+    ///   thread of their own running an actix `System`, as kevents-kube's drop-in recorder
+    ///   does ([`start_thread`](PipelineBuilder::start_thread)).
+    ///
+    /// The [`Pipeline`] and its [`Recorder`] handles are the same either way.
+    ///
+    /// Panics only if the operating system cannot start that thread (as
+    /// `std::thread::spawn`); [`try_start`](PipelineBuilder::try_start) returns that as an
+    /// error.
+    ///
+    /// ```
+    /// use kevents_actors::{Pipeline, SinkOptions};
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
+    /// use std::time::Duration;
+    ///
+    /// #[tokio::main(flavor = "current_thread")]
+    /// async fn main() {
+    ///     let api = MemoryApiServer::new();
+    ///     let pipeline = Pipeline::builder(EventSource::new("my-controller", "node-1"))
+    ///         .sink("apiserver", api.clone(), SinkOptions::default())
+    ///         .start(); // no actix System here: on a thread of its own
+    ///     assert!(pipeline.runs_on_own_thread());
+    ///     let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    ///     pipeline.recorder().event(&pod, EventType::Normal, "Started", "started").unwrap();
+    ///     let report = pipeline.shutdown(Duration::from_secs(5)).await;
+    ///     assert_eq!(report.delivered(), 1);
+    /// }
+    /// ```
     pub fn start(self) -> Pipeline {
+        match self.try_start() {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`start`](PipelineBuilder::start), returning an error instead of panicking when the
+    /// pipeline's own thread cannot be started.
+    pub fn try_start(self) -> Result<Pipeline, StartError> {
+        // A running System on this thread and its runtime entered: the actors can be spawned
+        // here. Elsewhere actix's spawn would panic (`spawn_local` outside a `LocalSet`).
+        let in_system =
+            actix::System::try_current().is_some() && tokio::runtime::Handle::try_current().is_ok();
+        if in_system {
+            let (recorder, local) = self.start_here();
+            Ok(Pipeline {
+                recorder,
+                registry: Arc::clone(&local.registry),
+                mode: Mode::Local(Box::new(local)),
+            })
+        } else {
+            self.start_thread()
+        }
+    }
+
+    /// Starts the pipeline in an actix `System` on a thread of its own (named
+    /// `kevents-pipeline`), even when called inside one. Returns once the pipeline runs.
+    ///
+    /// ```
+    /// use kevents_actors::Pipeline;
+    /// use kevents_core::EventSource;
+    /// # actix::System::new().block_on(async {
+    /// let pipeline = Pipeline::builder(EventSource::new("my-controller", "node-1"))
+    ///     .start_thread()?;
+    /// assert!(pipeline.runs_on_own_thread());
+    /// pipeline.shutdown(std::time::Duration::from_secs(5)).await;
+    /// # Ok::<(), kevents_actors::StartError>(()) }).unwrap();
+    /// ```
+    pub fn start_thread(self) -> Result<Pipeline, StartError> {
+        let drop_deadline = self.drop_deadline;
+        let started = spawn_pipeline_thread(move || self.start_here(), drop_deadline)?;
+        Ok(Pipeline {
+            recorder: started.recorder,
+            registry: started.registry,
+            mode: Mode::Thread(started.commands),
+        })
+    }
+
+    /// Spawns the actors on the current arbiter (inside a running actix `System`).
+    fn start_here(self) -> (Recorder, Local) {
         // The first reading of the system clock calibrates its counter (about 0.6 ms): here,
         // not in a caller's first record call.
         let _ = self.clock.now();
@@ -343,8 +444,8 @@ impl PipelineBuilder {
             Arc::clone(&registry),
         )
         .start();
-        Pipeline {
-            recorder: Recorder::from_backend(Backend::Intake(Arc::clone(&intake))),
+        let recorder = Recorder::from_backend(Backend::Intake(Arc::clone(&intake)));
+        let local = Local {
             intake,
             recorder_addr,
             broadcaster,
@@ -354,7 +455,8 @@ impl PipelineBuilder {
             queue_max_bytes: self.queue_max_bytes,
             budget,
             registry,
-        }
+        };
+        (recorder, local)
     }
 }
 

@@ -1,12 +1,15 @@
-//! A pipeline dropped without [`Pipeline::shutdown`]: say what its counts lack, and ask the
-//! chains to write them while their arbiter still runs (a process that exits next loses them;
-//! client-go loses them silently).
+//! A pipeline on the caller's arbiter dropped without [`Pipeline::shutdown`]: say what its
+//! counts lack, and ask the chains to write them while their arbiter still runs (a process
+//! that exits next loses them; client-go loses them silently). A pipeline on its own thread
+//! is drained there (`thread.rs`).
+//!
+//! [`Pipeline::shutdown`]: super::running::Pipeline::shutdown
 
-use super::running::Pipeline;
+use super::local::Local;
 use crate::core_v1::ReleaseTails;
 use crate::events_v1::RefreshSeries;
 
-impl Drop for Pipeline {
+impl Drop for Local {
     fn drop(&mut self) {
         // `shutdown` closes the intake first: it has drained, flushed and stopped everything.
         if self.intake.is_closed() {

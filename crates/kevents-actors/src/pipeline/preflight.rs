@@ -60,13 +60,18 @@ impl Pipeline {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let v1 = self.intake.v1();
+        // A pipeline's recorder always has an intake (only a FakeRecorder has none).
+        let Some(intake) = self.recorder.intake() else {
+            return Err(InvalidPlan::NoApi);
+        };
+        let v1 = intake.v1();
+        let chains = self.registry.snapshot();
         let mut apis = Vec::new();
-        if !self.series.is_empty() && v1.served() {
+        if !chains.series.is_empty() && v1.served() {
             apis.push(EventsApi::EventsV1);
         }
         // core/v1 chains get core calls, and v1 calls while events.k8s.io/v1 is not served.
-        if !self.sinks.is_empty() {
+        if !chains.sinks.is_empty() {
             apis.push(EventsApi::CoreV1);
         }
         let factory = v1.factory();

@@ -1,8 +1,33 @@
 //! What a shutdown reports.
 
+use std::fmt;
+
 use crate::stats::StatsSnapshot;
 
 /// What [`Pipeline::shutdown`](crate::Pipeline::shutdown) achieved.
+///
+/// Its `Display` is one paragraph for a log line:
+///
+/// ```
+/// use kevents_actors::{Pipeline, SinkOptions};
+/// use kevents_core::{EventSource, EventType, ObjectReference};
+/// use kevents_sim::MemoryApiServer;
+/// use std::time::Duration;
+///
+/// let api = MemoryApiServer::new();
+/// let pipeline = Pipeline::builder(EventSource::new("my-controller", "node-1"))
+///     .sink("apiserver", api.clone(), SinkOptions::default())
+///     .start();
+/// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+/// pipeline.recorder().event(&pod, EventType::Warning, "BackOff", "restarting").unwrap();
+/// let report = pipeline.shutdown_blocking(Duration::from_secs(5)).unwrap();
+/// assert_eq!(
+///     report.to_string(),
+///     "kevents shutdown completed: 1 occurrence recorded; 1 write stored (1 created, \
+///      0 patched, 0 re-created) by 1 core/v1 sink and 0 events.k8s.io/v1 series sinks; \
+///      0 writes failed; 0 occurrences dropped, 0 spam-filtered; nothing pending."
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShutdownReport {
     /// Everything drained before the deadline.
@@ -20,13 +45,157 @@ pub struct ShutdownReport {
 }
 
 impl ShutdownReport {
-    /// Writes delivered by all sinks.
+    /// Writes the server stored, over both chains: the core/v1 sinks'
+    /// ([`SinkSnapshot::delivered`](crate::SinkSnapshot::delivered)) and the
+    /// events.k8s.io/v1 series sinks' ([`SeriesSnapshot::delivered`](crate::SeriesSnapshot::delivered)).
     pub fn delivered(&self) -> u64 {
-        self.stats.sinks.iter().map(|s| s.delivered()).sum()
+        self.created() + self.patched() + self.recreated()
+    }
+
+    /// Writes given up (rejected, retries exhausted, abandoned at the deadline), over both
+    /// chains.
+    pub fn failed(&self) -> u64 {
+        let s = &self.stats;
+        s.sinks.iter().map(|k| k.failed()).sum::<u64>()
+            + s.series.iter().map(|k| k.failed()).sum::<u64>()
+    }
+
+    /// Writes that ended in a CREATE, over both chains.
+    pub fn created(&self) -> u64 {
+        let s = &self.stats;
+        s.sinks.iter().map(|k| k.created).sum::<u64>()
+            + s.series.iter().map(|k| k.created).sum::<u64>()
+    }
+
+    /// Writes that ended in a PATCH, over both chains.
+    pub fn patched(&self) -> u64 {
+        let s = &self.stats;
+        s.sinks.iter().map(|k| k.patched).sum::<u64>()
+            + s.series.iter().map(|k| k.patched).sum::<u64>()
+    }
+
+    /// PATCHes answered 404 and re-created with their count, over both chains.
+    pub fn recreated(&self) -> u64 {
+        let s = &self.stats;
+        s.sinks.iter().map(|k| k.recreated).sum::<u64>()
+            + s.series.iter().map(|k| k.recreated).sum::<u64>()
     }
 
     /// Everything still pending when the deadline hit.
     pub fn pending(&self) -> u64 {
         self.pending_intake + self.pending_watchers.iter().map(|p| p.1).sum::<u64>()
+    }
+
+    /// Occurrences that never reached a sink: refused at the call (invalid, intake full,
+    /// after shutdown) or dropped for a watcher. Spam-filtered ones are counted apart
+    /// ([`SinkSnapshot::spam_filtered`](crate::SinkSnapshot::spam_filtered)).
+    pub fn dropped(&self) -> u64 {
+        let s = &self.stats;
+        s.dropped_invalid
+            + s.dropped_intake_full
+            + s.dropped_after_shutdown
+            + s.watchers
+                .iter()
+                .map(|w| w.dropped_full + w.dropped_closed)
+                .sum::<u64>()
+    }
+}
+
+/// `"1 sink"`, `"2 sinks"`.
+fn count(n: impl Into<u64>, what: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+impl fmt::Display for ShutdownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.stats;
+        let outcome = if self.completed {
+            "completed"
+        } else {
+            "hit its deadline"
+        };
+        write!(
+            f,
+            "kevents shutdown {outcome}: {} recorded; {} stored ({} created, {} patched, {} \
+             re-created) by {} and {}; {} failed; {} dropped, {} spam-filtered; ",
+            count(s.recorded, "occurrence"),
+            count(self.delivered(), "write"),
+            self.created(),
+            self.patched(),
+            self.recreated(),
+            count(s.sinks.len() as u64, "core/v1 sink"),
+            count(s.series.len() as u64, "events.k8s.io/v1 series sink"),
+            count(self.failed(), "write"),
+            count(self.dropped(), "occurrence"),
+            s.sinks.iter().map(|k| k.spam_filtered).sum::<u64>(),
+        )?;
+        if self.pending() == 0 {
+            f.write_str("nothing pending")?;
+        } else {
+            write!(
+                f,
+                "{} pending (intake {}",
+                self.pending(),
+                self.pending_intake
+            )?;
+            for (name, n) in &self.pending_watchers {
+                write!(f, ", {name} {n}")?;
+            }
+            f.write_str(")")?;
+        }
+        if self.live_actors > 0 {
+            write!(f, "; {} still running", count(self.live_actors, "actor"))?;
+        }
+        f.write_str(".")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{SeriesSnapshot, SinkSnapshot};
+
+    #[test]
+    fn a_deadline_report_names_what_is_pending() {
+        let report = ShutdownReport {
+            completed: false,
+            pending_intake: 2,
+            pending_watchers: vec![("sink:api".into(), 3)],
+            live_actors: 1,
+            stats: StatsSnapshot {
+                recorded: 9,
+                dropped_intake_full: 1,
+                sinks: vec![SinkSnapshot {
+                    created: 1,
+                    patched: 2,
+                    abandoned: 3,
+                    spam_filtered: 4,
+                    ..SinkSnapshot::default()
+                }],
+                series: vec![SeriesSnapshot {
+                    created: 1,
+                    recreated: 1,
+                    rejected: 1,
+                    ..SeriesSnapshot::default()
+                }],
+                ..StatsSnapshot::default()
+            },
+        };
+        assert_eq!(
+            (report.delivered(), report.failed(), report.dropped()),
+            (5, 4, 1)
+        );
+        assert_eq!(
+            report.to_string(),
+            "kevents shutdown hit its deadline: 9 occurrences recorded; 5 writes stored \
+             (2 created, 2 patched, 1 re-created) by 1 core/v1 sink and 1 events.k8s.io/v1 \
+             series sink; 4 writes failed; 1 occurrence dropped, 4 spam-filtered; 5 pending \
+             (intake 2, sink:api 3); 1 actor still running."
+        );
     }
 }

@@ -1,80 +1,57 @@
-//! The running [`Pipeline`]: its handles, watcher registration, flush and shutdown.
+//! The running [`Pipeline`]: one handle, whether its actors run on the caller's actix arbiter
+//! or on a thread of their own.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use kevents_core::EventSink;
-use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
 
+pub use super::error::{PipelineError, WatcherHandle};
+use super::local::Local;
 use super::report::ShutdownReport;
-use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregister, WatcherId};
-use crate::budget::WriteBudget;
-use crate::core_v1::{
-    Placement, ReleaseTails, SinkChain, SinkOptions, SinkSpec, StopCorrelator, spawn_chain,
-};
-use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
+use super::thread::Command;
+use crate::core_v1::{SinkOptions, SinkSpec};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
-use crate::queue::WatcherQueue;
-use crate::recorder::{CloseIntake, Intake, Recorder, RecorderActor, StopRecorder};
+use crate::recorder::Recorder;
 use crate::registry::Registry;
 use crate::stats::StatsSnapshot;
 
 /// A running pipeline: Recorder actor -> Broadcaster -> watchers (logging, sink chains:
 /// Correlator -> supervised Sink, your own actors).
 ///
-/// Dropping it without [`shutdown`](Pipeline::shutdown) leaves the actors running until the
-/// actix `System` stops (which drops, not drains, what is queued); if counts are unwritten
-/// then, it logs a warning and asks the chains to write them (best effort: only while their
-/// arbiter runs; [`StatsSnapshot::unwritten`]).
+/// Started inside an actix `System` its actors run on the caller's arbiter; started anywhere
+/// else (a `#[tokio::main]` application, synchronous code) they run in an actix `System` on
+/// a thread of their own ([`PipelineBuilder::start`](crate::PipelineBuilder::start)). The
+/// methods are the same either way, and their futures run on any executor.
+///
+/// Dropping it without [`shutdown`](Pipeline::shutdown): a pipeline on its own thread is
+/// shut down there with the builder's
+/// [`drop_deadline`](crate::PipelineBuilder::drop_deadline) (and a warning logged); one on the
+/// caller's arbiter keeps running until the actix `System` stops (which drops, not drains,
+/// what is queued).
 pub struct Pipeline {
     pub(super) recorder: Recorder,
-    pub(super) intake: Arc<Intake>,
-    pub(super) recorder_addr: Addr<RecorderActor>,
-    pub(super) broadcaster: Addr<Broadcaster>,
-    pub(super) sinks: Vec<SinkChain>,
-    pub(super) series: Vec<SeriesChain>,
-    /// Where the sink chains' actors run (`PipelineBuilder::sink_arbiter`, `writer_arbiter`).
-    pub(super) placement: Placement,
-    pub(super) queue_max_bytes: usize,
-    /// The budget of chains without their own.
-    pub(super) budget: WriteBudget,
     pub(super) registry: Arc<Registry>,
+    pub(super) mode: Mode,
+}
+
+/// Where the pipeline's actors run.
+pub(super) enum Mode {
+    /// On the arbiter that started it.
+    Local(Box<Local>),
+    /// On its own thread, reached through its command channel.
+    Thread(mpsc::UnboundedSender<Command>),
 }
 
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
+            .field("own_thread", &self.runs_on_own_thread())
             .field("stats", &self.stats())
             .finish_non_exhaustive()
-    }
-}
-
-/// Why a pipeline operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum PipelineError {
-    /// The pipeline's actors have stopped (it was shut down).
-    #[error("the event pipeline is shut down")]
-    Shutdown,
-}
-
-/// A registered watcher: its id and a view of its counters.
-#[derive(Debug, Clone)]
-pub struct WatcherHandle {
-    id: WatcherId,
-    name: String,
-}
-
-impl WatcherHandle {
-    /// The watcher's id.
-    pub fn id(&self) -> WatcherId {
-        self.id
-    }
-
-    /// The name it was registered with (the key in [`StatsSnapshot::watchers`]).
-    pub fn name(&self) -> &str {
-        &self.name
     }
 }
 
@@ -89,6 +66,24 @@ impl Pipeline {
         self.registry.snapshot()
     }
 
+    /// Whether the actors run on a thread of their own (the pipeline was started outside an
+    /// actix `System`, or with [`start_thread`](crate::PipelineBuilder::start_thread)).
+    pub fn runs_on_own_thread(&self) -> bool {
+        matches!(self.mode, Mode::Thread(_))
+    }
+
+    /// Sends `make`'s command to the pipeline's thread and waits for the answer.
+    async fn ask<T>(
+        commands: &mpsc::UnboundedSender<Command>,
+        make: impl FnOnce(oneshot::Sender<Result<T, PipelineError>>) -> Command,
+    ) -> Result<T, PipelineError> {
+        let (tx, rx) = oneshot::channel();
+        commands
+            .send(make(tx))
+            .map_err(|_| PipelineError::Shutdown)?;
+        rx.await.map_err(|_| PipelineError::Shutdown)?
+    }
+
     /// Registers a watcher actor. It sees every event the broadcaster distributes after the
     /// registration (in intake order).
     pub async fn add_watcher(
@@ -98,17 +93,12 @@ impl Pipeline {
         policy: WatcherPolicy,
     ) -> Result<WatcherHandle, PipelineError> {
         let name = name.into();
-        let queue = Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes));
-        let id = self
-            .broadcaster
-            .send(Register {
-                recipient,
-                batch: None,
-                queue,
-            })
-            .await
-            .map_err(|_| PipelineError::Shutdown)?;
-        Ok(WatcherHandle { id, name })
+        match &self.mode {
+            Mode::Local(local) => local.add_watcher(name, recipient, policy).await,
+            Mode::Thread(tx) => {
+                Self::ask(tx, |r| Command::AddWatcher(name, recipient, policy, r)).await
+            }
+        }
     }
 
     /// Adds a sink chain (its own correlator, as client-go's second `StartRecordingToSink`)
@@ -124,130 +114,99 @@ impl Pipeline {
             sink: Arc::new(sink),
             options,
         };
-        let (chain, recipient, queue) = spawn_chain(
-            spec,
-            &self.budget,
-            &self.registry,
-            self.queue_max_bytes,
-            &self.placement,
-        );
-        let name = queue.name().to_owned();
-        let batch = Some(chain.correlator.clone().recipient());
-        self.sinks.push(chain);
-        let id = self
-            .broadcaster
-            .send(Register {
-                recipient,
-                batch,
-                queue,
-            })
-            .await
-            .map_err(|_| PipelineError::Shutdown)?;
-        Ok(WatcherHandle { id, name })
+        match &mut self.mode {
+            Mode::Local(local) => local.add_sink(spec).await,
+            Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSink(Box::new(spec), r)).await,
+        }
     }
 
     /// Unregisters a watcher; events already queued for it are still delivered. Returns
     /// whether it was registered.
     pub async fn remove_watcher(&self, watcher: &WatcherHandle) -> Result<bool, PipelineError> {
-        self.broadcaster
-            .send(Unregister(watcher.id))
-            .await
-            .map_err(|_| PipelineError::Shutdown)
+        match &self.mode {
+            Mode::Local(local) => local.remove_watcher(watcher).await,
+            Mode::Thread(tx) => {
+                let watcher = watcher.clone();
+                Self::ask(tx, |r| Command::RemoveWatcher(watcher, r)).await
+            }
+        }
     }
 
     /// Waits until everything recorded so far has been distributed and every watcher has
     /// finished it (sink chains: written or given up). Recording goes on meanwhile.
     pub async fn flush(&self) -> Result<(), PipelineError> {
-        let target = self.registry.intake.recorded_total();
-        // Everything recorded before this call must have left the intake first.
-        while self.registry.intake.taken_total() < target {
-            actix_rt::time::sleep(Duration::from_millis(1)).await;
+        match &self.mode {
+            Mode::Local(local) => local.flush().await,
+            Mode::Thread(tx) => Self::ask(tx, Command::Flush).await,
         }
-        let watchers = self
-            .broadcaster
-            .send(Drained)
-            .await
-            .map_err(|_| PipelineError::Shutdown)?;
-        wait_idle(&watchers).await;
-        Ok(())
     }
 
     /// Shuts the pipeline down: refuses new occurrences, drains the intake, the
     /// broadcaster, every watcher and every sink (writes and their retries) until `deadline`,
     /// then stops every actor and reports what was delivered, dropped and still pending.
     /// Never panics.
+    ///
+    /// A pipeline on its own thread answers once that thread's runtime is gone, with the
+    /// connections its requests opened (a blocking task there, such as a DNS lookup, is
+    /// waited for until `deadline` only).
     pub async fn shutdown(self, deadline: Duration) -> ShutdownReport {
-        self.intake.close();
-        let recorder_addr = self.recorder_addr.clone();
-        let broadcaster = self.broadcaster.clone();
-        let tails: Vec<_> = self.sinks.iter().map(|c| c.correlator.clone()).collect();
-        let flush: Vec<_> = self
-            .series
-            .iter()
-            .filter(|c| c.flush_on_shutdown)
-            .map(|c| c.addr.clone())
-            .collect();
-        let drain = async move {
-            recorder_addr.send(CloseIntake).await.ok()?;
-            let watchers = broadcaster.send(Drained).await.ok()?;
-            wait_idle(&watchers).await;
-            // Every event is observed: write the latest count of every open series, and every
-            // deferred spam tail.
-            for s in flush {
-                s.send(FlushSeries).await.ok()?;
+        let Pipeline { registry, mode, .. } = self;
+        match mode {
+            Mode::Local(local) => local.shutdown(deadline).await,
+            Mode::Thread(tx) => {
+                let (reply, rx) = oneshot::channel();
+                if tx.send(Command::Shutdown(deadline, reply)).is_ok()
+                    && let Ok(report) = rx.await
+                {
+                    return report;
+                }
+                // The thread is gone (it panicked, or its System was stopped): report what
+                // the counters say.
+                ShutdownReport {
+                    completed: false,
+                    pending_intake: registry.intake.undistributed(),
+                    pending_watchers: Vec::new(),
+                    live_actors: registry.live_actors(),
+                    stats: registry.snapshot(),
+                }
             }
-            for c in tails {
-                c.send(ReleaseTails).await.ok()?;
-            }
-            Some(())
-        };
-        let completed = matches!(actix_rt::time::timeout(deadline, drain).await, Ok(Some(())));
-
-        let pending_intake = self.registry.intake.undistributed();
-        let pending_watchers = self
-            .registry
-            .watchers()
-            .iter()
-            .map(|w| (w.name().to_owned(), w.depth() + w.overflow_occurrences()))
-            .filter(|p| p.1 > 0)
-            .collect();
-
-        // Teardown: recorder, broadcaster (drops every watcher's address), sink chains.
-        self.recorder_addr.do_send(StopRecorder);
-        let _ = self.broadcaster.send(StopBroadcaster).await;
-        for chain in &self.sinks {
-            let _ = chain.correlator.send(StopCorrelator).await;
-        }
-        for chain in &self.series {
-            let _ = chain.addr.send(StopSeries).await;
-        }
-        let registry = Arc::clone(&self.registry);
-        // The intake is closed: the drop warns of nothing.
-        drop(self);
-        // Let the stopped actors (possibly on another arbiter) run their last poll.
-        for round in 0..1_000 {
-            if registry.live_actors() == 0 {
-                break;
-            }
-            if round < 64 {
-                actix_rt::task::yield_now().await;
-            } else {
-                actix_rt::time::sleep(Duration::from_millis(1)).await;
-            }
-        }
-        ShutdownReport {
-            completed,
-            pending_intake,
-            pending_watchers,
-            live_actors: registry.live_actors(),
-            stats: registry.snapshot(),
         }
     }
-}
 
-/// Waits until every slot of every watcher is free again.
-async fn wait_idle(watchers: &[Arc<WatcherQueue>]) {
-    for w in watchers {
-        w.wait_idle().await;
+    /// [`shutdown`](Pipeline::shutdown) for synchronous code: blocks the calling thread
+    /// until the report is there. Refused with [`PipelineError::InsideRuntime`] on a thread
+    /// that runs an async runtime (it would block that runtime; await
+    /// [`shutdown`](Pipeline::shutdown) there).
+    ///
+    /// ```
+    /// use kevents_actors::{Pipeline, SinkOptions};
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
+    /// use std::time::Duration;
+    ///
+    /// // No runtime here: the pipeline runs on a thread of its own.
+    /// let api = MemoryApiServer::new();
+    /// let pipeline = Pipeline::builder(EventSource::new("my-tool", "host-1"))
+    ///     .sink("apiserver", api.clone(), SinkOptions::default())
+    ///     .start();
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// pipeline.recorder().event(&pod, EventType::Normal, "Checked", "all good").unwrap();
+    /// let report = pipeline.shutdown_blocking(Duration::from_secs(5)).unwrap();
+    /// assert_eq!(report.delivered(), 1);
+    /// assert_eq!(api.list().len(), 1);
+    /// ```
+    pub fn shutdown_blocking(self, deadline: Duration) -> Result<ShutdownReport, PipelineError> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(PipelineError::InsideRuntime);
+        }
+        // A runtime of this thread's own: a pipeline on its own thread only needs its answer
+        // awaited, one on an arbiter elsewhere a timer for the drain. Building one fails only
+        // when the OS refuses its resources; the pipeline is dropped then (drained on its own
+        // thread if it has one).
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map(|rt| rt.block_on(self.shutdown(deadline)))
+            .map_err(|_| PipelineError::Shutdown)
     }
 }

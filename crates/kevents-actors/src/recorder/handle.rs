@@ -50,6 +50,16 @@ pub struct Recorder {
     backend: Backend,
 }
 
+impl Recorder {
+    /// The pipeline's intake (`None` for a fake).
+    pub(crate) fn intake(&self) -> Option<&Arc<Intake>> {
+        match &self.backend {
+            Backend::Intake(i) => Some(i),
+            Backend::Fake(_) => None,
+        }
+    }
+}
+
 impl fmt::Debug for Recorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.backend {

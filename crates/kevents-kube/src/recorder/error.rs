@@ -40,9 +40,28 @@ impl From<kevents_actors::RecordError> for PublishError {
     }
 }
 
-/// So that `recorder.publish(&ev, &reference).await?` keeps compiling in code written for
-/// kube's recorder, whose error type is `kube::Error`: the error is carried as
-/// `kube::Error::Service`.
+/// So that `recorder.publish(&ev, &reference).await?` keeps compiling in a function that
+/// returns `kube::Error`, as kube's recorder's `publish` does: the error is carried as
+/// `kube::Error::Service`. In a function whose error type has `From<kube::Error>`, `?` does
+/// not chain two conversions: give that type a `Publish(#[from] PublishError)` variant, or
+/// convert at the call with `.map_err(kube::Error::from)?` (`docs/kube-rs.md`, Errors).
+///
+/// ```
+/// # use kevents_kube::PublishError;
+/// #[derive(Debug, thiserror::Error)]
+/// enum Error {
+///     #[error(transparent)]
+///     Kube(#[from] kube::Error),
+///     #[error("event not recorded: {0}")]
+///     Publish(#[from] PublishError),
+/// }
+/// fn reconcile(published: Result<(), PublishError>) -> Result<(), Error> {
+///     published.clone()?; // through `Publish`
+///     published.map_err(kube::Error::from)?; // or through `Kube`
+///     Ok(())
+/// }
+/// assert!(matches!(reconcile(Err(PublishError::Shutdown)), Err(Error::Publish(_))));
+/// ```
 ///
 /// ```
 /// let e: kube::Error = kevents_kube::PublishError::Shutdown.into();
