@@ -366,7 +366,7 @@ fn metrics_are_served_to_prometheus() {
 
     // Served: exactly the documented metrics, with their documented types and a help text.
     let docs = documented();
-    assert_eq!(docs.len(), 23, "docs/metrics.md lists 23 metrics: {docs:?}");
+    assert_eq!(docs.len(), 27, "docs/metrics.md lists 27 metrics: {docs:?}");
     let served: BTreeSet<&String> = m
         .samples
         .keys()

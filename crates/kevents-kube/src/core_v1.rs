@@ -62,7 +62,8 @@ impl KubeSink {
 
 impl EventSink for KubeSink {
     fn create(&self, event: &Event) -> SinkFuture {
-        self.create_at(CORE_V1, &event.metadata.namespace, event, None)
+        let meta = &event.metadata;
+        self.create_at(CORE_V1, &meta.namespace, &meta.name, event, None)
     }
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {

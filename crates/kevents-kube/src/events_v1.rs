@@ -62,8 +62,14 @@ impl KubeSink {
 
 impl EventsV1Sink for KubeSink {
     fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
-        let ns = &event.metadata.namespace;
-        self.create_at(EVENTS_V1, ns, event, Some(events_v1::API_VERSION))
+        let meta = &event.metadata;
+        self.create_at(
+            EVENTS_V1,
+            &meta.namespace,
+            &meta.name,
+            event,
+            Some(events_v1::API_VERSION),
+        )
     }
 
     fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {

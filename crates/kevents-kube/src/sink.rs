@@ -157,6 +157,34 @@ fn segment(s: &str) -> String {
 }
 
 /// Percent-encodes a query value.
+/// Every namespace and name a write puts into a URL: a namespace is a DNS-1123 label (or
+/// empty), a name a DNS-1123 subdomain, as the apiserver accepts for events (and as
+/// kevents-http checks): no `.`, `..`, empty or escaped segment reaches a path; anything else
+/// is [`SinkError::Construction`] and nothing is sent.
+fn check_path_names(namespace: &str, name: Option<&str>) -> Result<(), SinkError> {
+    use kevents_core::name::{is_dns1123_label, is_dns1123_subdomain};
+    let shown = |s: &str| {
+        s.chars()
+            .take(100)
+            .collect::<String>()
+            .escape_debug()
+            .to_string()
+    };
+    if !namespace.is_empty() && !is_dns1123_label(namespace) {
+        return Err(SinkError::Construction(format!(
+            "namespace \"{}\" is not a DNS-1123 label",
+            shown(namespace)
+        )));
+    }
+    match name {
+        Some(n) if !is_dns1123_subdomain(n) => Err(SinkError::Construction(format!(
+            "event name \"{}\" is not a DNS-1123 subdomain",
+            shown(n)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn query_value(s: &str) -> String {
     segment(s)
 }
@@ -379,6 +407,7 @@ impl KubeSink {
         &self,
         prefix: &'static str,
         namespace: &str,
+        name: &str,
         event: &T,
         api_version: Option<&'static str>,
     ) -> std::pin::Pin<
@@ -389,17 +418,22 @@ impl KubeSink {
         R: serde::de::DeserializeOwned + 'static,
     {
         let this = self.clone();
+        let checked = check_path_names(namespace, Some(name));
         let path = Self::events_path(prefix, namespace, None);
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
         let encoded = kevents_core::json::to_vec(event)
             .map(Bytes::from)
             .map_err(|e| SinkError::Construction(e.to_string()));
         Box::pin(async move {
+            checked?;
             let sent = encoded?;
             let read = this.send(Method::POST, &path, Body::Json(sent)).await?;
             if read.view().is_success() && read.oversized {
                 return Ok(stored_as_sent(&read, "create", this.inner.max_body));
             }
-            read.view().decode_event::<R>(api_version).map(Stored::from)
+            read.view()
+                .decode_written::<R>(api_version, &namespace, &name)
+                .map(Stored::from)
         })
     }
 
@@ -419,14 +453,19 @@ impl KubeSink {
         R: serde::de::DeserializeOwned + 'static,
     {
         let this = self.clone();
+        let checked = check_path_names(namespace, Some(name));
         let path = Self::events_path(prefix, namespace, Some(name));
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
         let body = Bytes::copy_from_slice(patch);
         Box::pin(async move {
+            checked?;
             let read = this.send(Method::PATCH, &path, Body::Patch(body)).await?;
             if read.view().is_success() && read.oversized {
                 return Ok(stored_as_sent(&read, "patch", this.inner.max_body));
             }
-            read.view().decode_event::<R>(api_version).map(Stored::from)
+            read.view()
+                .decode_written::<R>(api_version, &namespace, &name)
+                .map(Stored::from)
         })
     }
 
