@@ -185,6 +185,9 @@ async fn run_once(
     .await;
     let seconds = start.elapsed().as_secs_f64();
     let report = pipeline.shutdown(Duration::from_secs(30)).await;
+    // The final state is on the server once the shutdown has written what it holds
+    // (deferred spam tails, the latest counts).
+    let final_seconds = start.elapsed().as_secs_f64();
     let t = Totals::of([&report.stats]);
     let stored = sink.list_events(&args.namespace).await.map_err(|e| {
         Failure::new(
@@ -230,6 +233,7 @@ async fn run_once(
         // Event writes (POST, PATCH) as the apiserver counted them (`apiserver_request_total`).
         "apiserver_event_writes": counted_by_apiserver,
         "seconds": seconds,
+        "final_seconds": final_seconds,
         "requests_per_s": requests as f64 / seconds,
         "emit_seconds": emit_secs,
         "idle": idle,
