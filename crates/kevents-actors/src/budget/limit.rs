@@ -24,12 +24,28 @@ pub(crate) fn of_message(message: &str) -> Limit {
 }
 
 /// Where a write goes, as the apiserver's event limits see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub(crate) struct WriteScope<'a> {
     /// The event's namespace.
     pub(crate) namespace: &'a str,
+    /// The write, for the hash of its event's source and object: computed only when an
+    /// object is paused or a `SourceAndObject` 429 names one (not on every attempt).
+    pub(crate) write: &'a dyn Scoped,
+}
+
+impl WriteScope<'_> {
     /// A hash of the event's source (or reporting controller and instance) and object.
-    pub(crate) object: u64,
+    pub(crate) fn object(&self) -> u64 {
+        self.write.object_hash()
+    }
+}
+
+impl std::fmt::Debug for WriteScope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteScope")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A write that knows the object its event is about.

@@ -397,11 +397,14 @@ impl WriteBudget {
                 return Admit::Wait(interval.min(Duration::from_millis(100)), Deferral::Circuit);
             }
         }
-        if let Some(&until) = st.objects.get(&scope.object) {
-            if now < until {
-                return Admit::Wait(until - now, Deferral::RetryAfter);
+        if !st.objects.is_empty() {
+            let object = scope.object();
+            if let Some(&until) = st.objects.get(&object) {
+                if now < until {
+                    return Admit::Wait(until - now, Deferral::RetryAfter);
+                }
+                st.objects.remove(&object);
             }
-            st.objects.remove(&scope.object);
         }
         if let Some((wait, why)) = st.all.wait(now) {
             return Admit::Wait(wait, why);
@@ -514,7 +517,7 @@ impl WriteBudget {
                         .unwrap_or(o.default_retry_after)
                         .min(o.max_retry_after);
                     let until = now + d;
-                    let e = st.objects.entry(scope.object).or_insert(until);
+                    let e = st.objects.entry(scope.object()).or_insert(until);
                     *e = (*e).max(until);
                     Some(d)
                 })
@@ -593,9 +596,18 @@ mod tests {
         SinkError::Status(Box::new(s))
     }
 
+    /// A write whose object hashes to its number.
+    struct Obj(u64);
+
+    impl Scoped for Obj {
+        fn object_hash(&self) -> u64 {
+            self.0
+        }
+    }
+
     const NS: WriteScope<'static> = WriteScope {
         namespace: "ns",
-        object: 1,
+        write: &Obj(1),
     };
 
     fn go(b: &WriteBudget, scope: WriteScope<'_>) -> Permit {
@@ -765,7 +777,7 @@ mod tests {
         let b = WriteBudget::new("t", BudgetOptions::default());
         let other_ns = WriteScope {
             namespace: "other",
-            object: 2,
+            write: &Obj(2),
         };
         let p = go(&b, NS);
         b.report(p, limited("Namespace"), NS);
@@ -776,11 +788,11 @@ mod tests {
 
         let obj = WriteScope {
             namespace: "objs",
-            object: 7,
+            write: &Obj(7),
         };
         let same_ns_other_object = WriteScope {
             namespace: "objs",
-            object: 8,
+            write: &Obj(8),
         };
         let p = go(&b, obj);
         b.report(p, limited("SourceAndObject"), obj);

@@ -65,10 +65,10 @@ struct KeyQueue<W> {
 }
 
 /// Where a write to `key` (`namespace/name`) goes, as the apiserver's limits see it.
-fn scope<'a, W: Scoped>(key: &'a Key, write: &W) -> WriteScope<'a> {
+fn scope<'a, W: Scoped>(key: &'a Key, write: &'a W) -> WriteScope<'a> {
     WriteScope {
         namespace: key.split_once('/').map_or("", |(ns, _)| ns),
-        object: write.object_hash(),
+        write,
     }
 }
 
