@@ -29,6 +29,9 @@
 #                           TYPE one of Server, Namespace, User, SourceAndObject (e.g.
 #                           "Namespace:50:100"); the plugin's files are DIR/admission.yaml and
 #                           DIR/eventratelimit.yaml
+#   KEVENTS_APISERVER_EXTRA_ARGS  more kube-apiserver flags, space-separated (e.g.
+#                           "--max-requests-inflight=20 --max-mutating-requests-inflight=10"
+#                           for a tight API Priority and Fairness test)
 #   KEVENTS_APISERVER_OWN_CA=1  instead of kube-apiserver's self-signed certificate
 #                           (SANs: IP 127.0.0.1 but no "localhost"), generate a CA
 #                           (DIR/pki/ca.crt, then KEVENTS_APISERVER_CA) and a serving
@@ -252,6 +255,7 @@ start_apiserver() {
         --service-account-signing-key-file="$DIR/sa.key" \
         --service-cluster-ip-range=10.0.0.0/24 \
         ${ADMISSION_FLAGS[@]+"${ADMISSION_FLAGS[@]}"} \
+        ${KEVENTS_APISERVER_EXTRA_ARGS:-} \
         ${TLS_FLAGS[@]+"${TLS_FLAGS[@]}"})
     local deadline=$((SECONDS + TIMEOUT)) out
     while [ "$SECONDS" -lt "$deadline" ]; do

@@ -1,6 +1,7 @@
 //! Exact counts against a hardened, throttling kube-apiserver v1.20.2: the `EventRateLimit`
 //! admission plugin (as the CIS Kubernetes benchmark asks) with each kind of limit, the demo
-//! and workload `api` under it, and four processes sharing one `Server` limit. Every run
+//! and workload `api` under it, four processes sharing one `Server` limit, and a user whose
+//! API Priority and Fairness level has one seat. Every run
 //! reads the events back and checks every stored count against what was written and what
 //! client-go's serial path stores (the commands fail on a mismatch); nothing is lost.
 //!
@@ -82,7 +83,81 @@ fn throttled(r: &serde_json::Value) {
     );
 }
 
+/// A tight API Priority and Fairness level for the user `nobody`: one seat (of 30 in all),
+/// requests beyond it rejected with 429 and `Retry-After`; and the rights to write events.
+const APF: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: kevents-event-writer}
+rules:
+- apiGroups: ["", "events.k8s.io"]
+  resources: [events]
+  verbs: [create, patch, get, list, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: kevents-event-writer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kevents-event-writer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: nobody}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1beta1
+kind: PriorityLevelConfiguration
+metadata: {name: kevents-tight}
+spec:
+  type: Limited
+  limited:
+    assuredConcurrencyShares: 1
+    limitResponse: {type: Reject}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1beta1
+kind: FlowSchema
+metadata: {name: kevents-tight}
+spec:
+  priorityLevelConfiguration: {name: kevents-tight}
+  matchingPrecedence: 100
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects:
+    - kind: User
+      user: {name: nobody}
+    resourceRules:
+    - {verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}
+    nonResourceRules:
+    - {verbs: ["*"], nonResourceURLs: ["*"]}
+"#;
+
 kevents_testkit::real_apiserver_tests! {
+    /// Workload `api` as a user whose API Priority and Fairness level has one seat (429s with
+    /// `Retry-After`, which apply to the whole budget): every count stored exactly.
+    #[test]
+    fn api_workload_under_a_tight_priority_level_is_exact() {
+        let server = RealApiserver::start_with_args(&[
+            "--max-requests-inflight=20",
+            "--max-mutating-requests-inflight=10",
+        ])
+        .expect("starting the real kube-apiserver")
+        .expect("kube-apiserver is not provisioned (see above)");
+        let file = server.state_dir().join("apf.yaml");
+        std::fs::write(&file, APF).expect("writing the APF objects");
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.admin_kubeconfig)
+            .arg("apply")
+            .arg("-f")
+            .arg(&file)
+            .output()
+            .expect("running kubectl");
+        assert!(out.status.success(), "{}", text(&out));
+        create_namespace(&server.admin_kubeconfig, "apf");
+        // The apiserver's APF controller picks the new objects up within a few seconds.
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        let out = bench(&server.nobody_kubeconfig, "apf")
+            .output()
+            .expect("running kevents bench apiserver");
+        throttled(&checked(&out));
+    }
+
     /// The demo's story (three components, 596 occurrences) against SourceAndObject qps 1
     /// burst 5: the stored counts are the ones its in-memory run stores, event by event
     /// (before the fix of issue 23 they were rolled back: 338-340 of 352).

@@ -227,6 +227,19 @@ impl RealApiserver {
         Self::start_with(&[("KEVENTS_EVENT_RATE_LIMITS", spec.join(" "))])
     }
 
+    /// [`RealApiserver::start`] with more kube-apiserver flags (e.g. the in-flight limits
+    /// that API Priority and Fairness divides among its priority levels).
+    ///
+    /// ```no_run
+    /// let server = kevents_testkit::RealApiserver::start_with_args(&["--max-requests-inflight=20"])
+    ///     .expect("starting kube-apiserver")
+    ///     .expect("kube-apiserver is provisioned");
+    /// # drop(server);
+    /// ```
+    pub fn start_with_args(args: &[&str]) -> Result<Option<Self>, TestkitError> {
+        Self::start_with(&[("KEVENTS_APISERVER_EXTRA_ARGS", args.join(" "))])
+    }
+
     fn start_with(env: &[(&str, String)]) -> Result<Option<Self>, TestkitError> {
         let bin = apiserver_binary();
         if !bin.exists() {
