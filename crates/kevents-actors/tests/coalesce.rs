@@ -15,6 +15,9 @@ use kevents_core::{
 };
 use kevents_sim::MemoryApiServer;
 use proptest::prelude::*;
+
+mod common;
+use common::Queues;
 use tokio::time::Instant;
 
 /// One request the sink received.
@@ -548,18 +551,6 @@ fn final_state(api: &MemoryApiServer) -> FinalState {
         .collect()
 }
 
-/// How the occurrences reach the sink chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queues {
-    /// Unbounded intake, backpressure delivery: nothing is merged or dropped.
-    Lossless,
-    /// The defaults (coalesce-if-full, 1000 slots): a trace this short never overflows.
-    Defaults,
-    /// Coalesce-if-full with 2 slots in the intake and in the chain's queue: most of a
-    /// burst goes through the overflow tables, merged.
-    Tight,
-}
-
 /// Runs `trace` through a pipeline writing to a sink with random latencies (and, when
 /// `faults`, random transient failures: 503, transport errors, 429 with a short
 /// Retry-After) and returns the store's final state and the number of requests. The spam
@@ -613,23 +604,7 @@ fn run_trace(
             WriteBudget::off()
         };
         let clock = start_clock();
-        let (intake, delivery) = match queues {
-            Queues::Lossless => (
-                IntakePolicy::Unbounded,
-                WatcherPolicy::Backpressure { capacity: 1000 },
-            ),
-            Queues::Defaults => (IntakePolicy::default(), WatcherPolicy::sink_default()),
-            Queues::Tight => (
-                IntakePolicy::CoalesceIfFull {
-                    capacity: 2,
-                    overflow: 1000,
-                },
-                WatcherPolicy::CoalesceIfFull {
-                    capacity: 2,
-                    overflow: 1000,
-                },
-            ),
-        };
+        let (intake, delivery) = queues.policies();
         let p = pipeline_with(
             &clock,
             sink.clone(),

@@ -22,9 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{
-    BudgetOptions, IntakePolicy, Pipeline, RetryPolicy, SinkOptions, WatcherPolicy, WriteBudget,
-};
+use kevents_actors::{BudgetOptions, Pipeline, RetryPolicy, SinkOptions, WriteBudget};
 use kevents_core::{
     Clock, Correlator, CorrelatorOptions, Event, EventFactory, EventSink, EventSource, EventType,
     ObjectReference, Occurrence, SharedClock, SinkError, SinkFuture, Status, Stored, Time,
@@ -32,6 +30,9 @@ use kevents_core::{
 };
 use kevents_sim::MemoryApiServer;
 use proptest::prelude::*;
+
+mod common;
+use common::Queues;
 
 /// What a request meets before the store sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,18 +150,6 @@ fn group() -> impl Strategy<Value = Group> {
         ),
     )
         .prop_map(|(gap_ms, steps)| Group { gap_ms, steps })
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queues {
-    /// Unbounded intake, backpressure delivery.
-    Lossless,
-    /// The defaults (coalesce-if-full).
-    Defaults,
-    /// Coalesce-if-full with 2 slots in the intake and in the chain's queue.
-    Tight,
-    /// Drop-if-full, large enough that nothing is dropped.
-    DropIfFull,
 }
 
 fn queues() -> impl Strategy<Value = Queues> {
@@ -293,27 +282,7 @@ fn pipelined(trace: &[Group], seed: u64, faults: bool, queues: Queues, tails: bo
         let sink = Hostile::new(seed, faults);
         let recorder_clock = VirtualClock::new(start());
         let correlator_clock = VirtualClock::new(start());
-        let (intake, delivery) = match queues {
-            Queues::Lossless => (
-                IntakePolicy::Unbounded,
-                WatcherPolicy::Backpressure { capacity: 1000 },
-            ),
-            Queues::Defaults => (IntakePolicy::default(), WatcherPolicy::sink_default()),
-            Queues::Tight => (
-                IntakePolicy::CoalesceIfFull {
-                    capacity: 2,
-                    overflow: 1000,
-                },
-                WatcherPolicy::CoalesceIfFull {
-                    capacity: 2,
-                    overflow: 1000,
-                },
-            ),
-            Queues::DropIfFull => (
-                IntakePolicy::DropIfFull { capacity: 10_000 },
-                WatcherPolicy::DropIfFull { capacity: 10_000 },
-            ),
-        };
+        let (intake, delivery) = queues.policies();
         let p = Pipeline::builder(EventSource::new("test", "node"))
             .clock(Arc::new(recorder_clock.clone()))
             .intake(intake)

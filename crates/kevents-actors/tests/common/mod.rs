@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use kevents_actors::{EventMessage, Pipeline};
+use kevents_actors::{EventMessage, IntakePolicy, Pipeline, WatcherPolicy};
 use kevents_core::{
     Event, EventSink, EventType, ObjectReference, Occurrence, SinkError, SinkFuture, Stored,
 };
@@ -214,4 +214,45 @@ pub async fn run_until(max_rounds: usize, mut cond: impl FnMut() -> bool) {
 /// Lets the actors run until the broadcaster distributed `n` events.
 pub async fn until_broadcast(p: &Pipeline, n: u64) {
     run_until(1_000_000, || p.stats().broadcast >= n).await;
+}
+
+/// How occurrences reach a sink chain in the property tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queues {
+    /// Unbounded intake, backpressure delivery: nothing is merged or dropped.
+    Lossless,
+    /// The defaults (coalesce-if-full, 1000 slots): a short trace never overflows.
+    Defaults,
+    /// Coalesce-if-full with 2 slots in the intake and in the chain's queue: most of a
+    /// burst goes through the overflow tables, merged.
+    Tight,
+    /// Drop-if-full, large enough that nothing is dropped.
+    DropIfFull,
+}
+
+impl Queues {
+    /// The intake and delivery policies.
+    pub fn policies(self) -> (IntakePolicy, WatcherPolicy) {
+        match self {
+            Queues::Lossless => (
+                IntakePolicy::Unbounded,
+                WatcherPolicy::Backpressure { capacity: 1000 },
+            ),
+            Queues::Defaults => (IntakePolicy::default(), WatcherPolicy::sink_default()),
+            Queues::Tight => (
+                IntakePolicy::CoalesceIfFull {
+                    capacity: 2,
+                    overflow: 1000,
+                },
+                WatcherPolicy::CoalesceIfFull {
+                    capacity: 2,
+                    overflow: 1000,
+                },
+            ),
+            Queues::DropIfFull => (
+                IntakePolicy::DropIfFull { capacity: 10_000 },
+                WatcherPolicy::DropIfFull { capacity: 10_000 },
+            ),
+        }
+    }
 }
