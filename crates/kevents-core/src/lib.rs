@@ -45,7 +45,10 @@ pub mod status;
 pub mod stored;
 pub mod time;
 
-pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions, Decision, StateHint};
+#[doc(hidden)]
+pub mod __private;
+
+pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions};
 pub use core_v1::{
     Event, EventFactory, EventSeries, EventSink, EventSource, EventType, InvalidEvent, Naming,
     Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,

@@ -18,15 +18,12 @@
 //! ```
 
 pub mod correlator;
-mod make;
+pub(crate) mod make;
 mod model;
 mod sink;
 mod write;
 
-pub use make::{
-    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, OccurrenceRef, validate,
-    validate_namespace, validate_parts,
-};
+pub use make::{EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate};
 pub use model::{Event, EventSeries, EventSource, EventType};
 pub use sink::{EventSink, SinkFuture};
 pub use write::{WriteEvent, WriteKind, WriteOutcome, write_event};
