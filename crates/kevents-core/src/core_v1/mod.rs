@@ -14,7 +14,10 @@
 //! let event = factory
 //!     .make(SystemClock.now(), Occurrence::new(pod, EventType::Normal, "Started", "started"))
 //!     .expect("valid occurrence");
-//! assert_eq!(correlator.correlate(event).event.count, 1);
+//! let correlated = correlator.correlate(event);
+//! assert_eq!(correlated.event.count, 1);
+//! // After the apiserver stored it: learn the stored event back.
+//! correlator.update_state(&correlated.event);
 //! ```
 
 pub mod correlator;

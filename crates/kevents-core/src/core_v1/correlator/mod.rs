@@ -16,6 +16,26 @@
 //!
 //! After every successful write, [`Correlator::update_state`] learns the stored event back.
 //! The correlator is synchronous and single-owner (`&mut self`): no locks, no IO.
+//!
+//! ```
+//! use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
+//! use kevents_core::{Event, ObjectReference};
+//!
+//! let mut c = Correlator::new(CorrelatorOptions::default());
+//! let mut e = Event::default();
+//! e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
+//! e.message = "restarting".into();
+//! e.count = 1;
+//! let first = c.correlate(e.clone());
+//! assert!(!first.skip && first.patch.is_none()); // CREATE
+//! let mut stored = first.event;
+//! stored.metadata.resource_version = "7".into();
+//! c.update_state(&stored); // the apiserver's copy, learnt back
+//! let second = c.correlate(e);
+//! assert_eq!(second.event.count, 2); // PATCH, of the stored event
+//! assert_eq!(second.event.metadata.resource_version, "7");
+//! assert!(second.patch.is_some());
+//! ```
 
 mod cache;
 pub(crate) mod fast;
