@@ -14,6 +14,11 @@
 //!
 //! The in-memory apiserver, the replay tool and the benchmark workloads live in `kevents-sim`.
 //!
+//! One door per operation: build an event with [`EventFactory::make`] (checked by
+//! [`core_v1::validate`]; `events_v1::EventFactoryV1::make`, checked by `check`), correlate it
+//! with [`Correlator::correlate`], and after the apiserver stored it, learn it back with
+//! [`Correlator::update_state`]:
+//!
 //! ```
 //! use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
 //! use kevents_core::{EventFactory, EventSource, EventType, ObjectReference, Occurrence, Clock,
@@ -22,11 +27,21 @@
 //! let mut correlator = Correlator::new(CorrelatorOptions::default());
 //! let factory = EventFactory::new(EventSource::new("my-controller", "node-1"));
 //! let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
-//! let event = factory
-//!     .make(SystemClock.now(), Occurrence::new(pod, EventType::Warning, "BackOff", "restarting"))
-//!     .expect("valid occurrence");
-//! let decision = correlator.correlate(event);
-//! assert!(!decision.skip && decision.patch.is_none()); // first sighting: CREATE
+//! let occurrence = || Occurrence::new(pod.clone(), EventType::Warning, "BackOff", "restarting");
+//!
+//! let event = factory.make(SystemClock.now(), occurrence()).expect("valid occurrence");
+//! let first = correlator.correlate(event);
+//! assert!(!first.skip && first.patch.is_none()); // first sighting: CREATE
+//!
+//! // The apiserver stored it (here: as sent, with a resourceVersion); learn it back.
+//! let mut stored = first.event.clone();
+//! stored.metadata.resource_version = "1".into();
+//! correlator.update_state(&stored);
+//!
+//! let event = factory.make(SystemClock.now(), occurrence()).expect("valid occurrence");
+//! let again = correlator.correlate(event);
+//! assert!(again.patch.is_some()); // seen before: PATCH the stored event, count 2
+//! assert_eq!((again.event.count, again.event.metadata.resource_version.as_str()), (2, "1"));
 //! ```
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -45,7 +60,10 @@ pub mod status;
 pub mod stored;
 pub mod time;
 
-pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions, Decision, StateHint};
+#[doc(hidden)]
+pub mod __private;
+
+pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions};
 pub use core_v1::{
     Event, EventFactory, EventSeries, EventSink, EventSource, EventType, InvalidEvent, Naming,
     Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,

@@ -32,7 +32,10 @@ pub struct ObjectMeta {
 }
 
 impl ObjectMeta {
-    /// Every field back to its default, keeping the strings' buffers.
+    /// Every field back to its default, keeping the strings' buffers: part of the pipeline's
+    /// fast form of [`EventFactory::make`](crate::EventFactory::make) (not part of the public
+    /// API).
+    #[doc(hidden)]
     pub fn reset(&mut self) {
         let ObjectMeta {
             name,

@@ -16,14 +16,7 @@ pub fn event_name(object_name: &str, t: Time) -> String {
 }
 
 /// Appends [`event_name`] to `out` (an event built again in place reuses its buffer).
-///
-/// ```
-/// use kevents_core::{name::push_event_name, Time};
-/// let mut s = String::from("x");
-/// push_event_name(&mut s, "my-pod", Time::parse_rfc3339("2021-01-01T00:02:25Z").unwrap());
-/// assert_eq!(s, "xmy-pod.1655f2bf3b286a00");
-/// ```
-pub fn push_event_name(out: &mut String, object_name: &str, t: Time) {
+pub(crate) fn push_event_name(out: &mut String, object_name: &str, t: Time) {
     out.push_str(object_name);
     out.push('.');
     let n = t.unix_nanos();
@@ -66,7 +59,7 @@ pub fn generate_event_name(object_name: &str, t: Time) -> String {
 
 /// Appends [`generate_event_name`] to `out` (an event built again in place reuses its
 /// buffer).
-pub fn push_generated_event_name(out: &mut String, object_name: &str, t: Time) {
+pub(crate) fn push_generated_event_name(out: &mut String, object_name: &str, t: Time) {
     let start = out.len();
     push_event_name(out, object_name, t);
     if !is_dns1123_subdomain(&out[start..]) {
@@ -166,6 +159,17 @@ mod tests {
             assert!(is_dns1123_subdomain(&n), "{n}");
             assert!(uuid::Uuid::parse_str(&n).is_ok(), "{n}");
         }
+    }
+
+    #[test]
+    fn push_event_name_appends() {
+        let mut s = String::from("x");
+        push_event_name(
+            &mut s,
+            "my-pod",
+            Time::parse_rfc3339("2021-01-01T00:02:25Z").unwrap(),
+        );
+        assert_eq!(s, "xmy-pod.1655f2bf3b286a00");
     }
 
     #[test]

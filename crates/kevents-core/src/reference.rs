@@ -49,7 +49,7 @@ pub struct ObjectReference {
 }
 
 /// An object reference's fields, borrowed (the recorder's packed calls hold them in one
-/// buffer): what [`crate::EventFactory::make_into`] copies into an event.
+/// buffer), from which the recorder builds an event's `involvedObject`.
 ///
 /// ```
 /// use kevents_core::{ObjectReference, reference::ReferenceRef};

@@ -8,7 +8,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use std::cell::Cell;
 
-use kevents_core::{Correlator, CorrelatorOptions, StateHint};
+use kevents_core::__private::StateHint;
+use kevents_core::{Correlator, CorrelatorOptions};
 
 use super::sink::{
     Abandon, CorrelatedWrite, Learned, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use kevents_core::core_v1::validate_namespace;
+use kevents_core::__private::validate_namespace;
 use kevents_core::events_v1::{CoreFallback, OccurrenceV1, to_core_occurrence};
 use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Reference};
 

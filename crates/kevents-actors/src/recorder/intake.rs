@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kevents_core::core_v1::{validate, validate_namespace};
-use kevents_core::events_v1::{OccurrenceV1, OccurrenceV1Ref, Route, from_core_occurrence};
+use kevents_core::__private::{OccurrenceV1Ref, validate_namespace};
+use kevents_core::core_v1::validate;
+use kevents_core::events_v1::{OccurrenceV1, Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, ReferenceRef, SharedClock, Time};
 
 use super::coalesce::{IntakeOverflow, Spilled};
@@ -250,7 +251,7 @@ impl Intake {
             return Some(Err(e));
         }
         // The type is an `EventType` (always valid) and there are no annotations: of
-        // `validate_parts`' checks only the namespace's is left.
+        // `validate`'s checks only the namespace's is left.
         if let Some(ns) = namespace
             && let Err(e) = validate_namespace(ns)
         {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kevents_core::core_v1::OccurrenceRef;
+use kevents_core::__private::OccurrenceRef;
 use kevents_core::events_v1::OccurrenceV1;
 use kevents_core::reference::ReferenceRef;
 use kevents_core::{

@@ -80,8 +80,9 @@ impl Occurrence {
     }
 }
 
-/// An occurrence without annotations, its strings borrowed: what
-/// [`EventFactory::make_into`] copies into an event.
+/// An occurrence without annotations, its strings borrowed: what `EventFactory::make_into`
+/// (the pipeline's fast form of [`EventFactory::make`]) copies into an event. Not part of the
+/// public API: reached through `kevents_core::__private` only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OccurrenceRef<'a> {
     /// The involved object.
@@ -206,13 +207,14 @@ impl EventFactory {
         }
     }
 
-    /// [`make`](Self::make) of an occurrence without annotations, into `event`: every field
-    /// of `event` is overwritten ([`Event::reset`]) and its strings' buffers are reused, so an
-    /// event built again in place allocates nothing. The same checks and the same event as
-    /// `make`; on an error `event` is left as it was.
+    /// The pipeline's fast form of [`make`](Self::make) (not part of the public API;
+    /// `kevents_core::__private`): an occurrence without annotations, built into `event`:
+    /// every field of `event` is overwritten (`Event::reset`) and its strings' buffers are
+    /// reused, so an event built again in place allocates nothing. The same checks and the
+    /// same event as `make`; on an error `event` is left as it was.
     ///
     /// ```
-    /// use kevents_core::core_v1::OccurrenceRef;
+    /// use kevents_core::__private::OccurrenceRef;
     /// use kevents_core::{Event, EventFactory, EventSource, EventType, Naming, ObjectReference,
     ///                    Occurrence, Time};
     /// let f = EventFactory { naming: Naming::Legacy, ..EventFactory::new(EventSource::new("c", "h")) };
@@ -227,6 +229,7 @@ impl EventFactory {
     /// let made = f.make(now, Occurrence::new(pod, EventType::Warning, "BackOff", "restarting"));
     /// assert_eq!(e, made.unwrap());
     /// ```
+    #[doc(hidden)]
     pub fn make_into(
         &self,
         event: &mut Event,
@@ -245,13 +248,14 @@ impl EventFactory {
     }
 }
 
-/// The one check [`validate_parts`] makes on a call with a typed [`EventType`] (always
-/// valid) and no annotations: the namespace, empty or a DNS-1123 label (the same error).
-/// The recorder's hot path calls this instead of `validate_parts`, skipping the type's
-/// string comparison and the annotations' loop.
+/// The pipeline's fast form of [`validate`] (not part of the public API;
+/// `kevents_core::__private`): the one check `validate` makes on a call with a typed
+/// [`EventType`] (always valid) and no annotations: the namespace, empty or a DNS-1123 label
+/// (the same error). The recorder's hot path calls this instead, skipping the type's string
+/// comparison and the annotations' loop.
 ///
 /// ```
-/// use kevents_core::{InvalidEvent, core_v1::validate_namespace};
+/// use kevents_core::{InvalidEvent, __private::validate_namespace};
 /// assert!(validate_namespace("").is_ok() && validate_namespace("kube-system").is_ok());
 /// assert!(matches!(validate_namespace("Not_A_Label"), Err(InvalidEvent::Namespace(_))));
 /// ```
@@ -268,9 +272,9 @@ pub fn validate(occ: &Occurrence) -> Result<(), InvalidEvent> {
     validate_parts(&occ.event_type, &occ.object.namespace, &occ.annotations)
 }
 
-/// [`validate`] on the parts it checks, for callers that have not built an [`Occurrence`]
-/// yet (the same checks, in the same order, with the same errors).
-pub fn validate_parts(
+/// [`validate`] on the parts it checks (the same checks, in the same order, with the same
+/// errors).
+fn validate_parts(
     event_type: &str,
     ns: &str,
     annotations: &BTreeMap<String, String>,

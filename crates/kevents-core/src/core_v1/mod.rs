@@ -14,19 +14,19 @@
 //! let event = factory
 //!     .make(SystemClock.now(), Occurrence::new(pod, EventType::Normal, "Started", "started"))
 //!     .expect("valid occurrence");
-//! assert_eq!(correlator.correlate(event).event.count, 1);
+//! let correlated = correlator.correlate(event);
+//! assert_eq!(correlated.event.count, 1);
+//! // After the apiserver stored it: learn the stored event back.
+//! correlator.update_state(&correlated.event);
 //! ```
 
 pub mod correlator;
-mod make;
+pub(crate) mod make;
 mod model;
 mod sink;
 mod write;
 
-pub use make::{
-    EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, OccurrenceRef, validate,
-    validate_namespace, validate_parts,
-};
+pub use make::{EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate};
 pub use model::{Event, EventSeries, EventSource, EventType};
 pub use sink::{EventSink, SinkFuture};
 pub use write::{WriteEvent, WriteKind, WriteOutcome, write_event};

@@ -138,7 +138,8 @@ pub struct Event {
 
 impl Event {
     /// Every field back to [`Event::default`], keeping the strings' buffers, so that an event
-    /// can be built again in place ([`crate::EventFactory::make_into`]) without allocating.
+    /// can be built again in place without allocating: part of the pipeline's fast form of
+    /// [`EventFactory::make`](crate::EventFactory::make) (not part of the public API).
     ///
     /// ```
     /// use kevents_core::{Event, ObjectReference};
@@ -149,6 +150,7 @@ impl Event {
     /// e.reset();
     /// assert_eq!(e, Event::default());
     /// ```
+    #[doc(hidden)]
     pub fn reset(&mut self) {
         // Destructured, so that a new field cannot be forgotten here.
         let Event {

@@ -201,7 +201,9 @@ macro_rules! occurrence_v1 {
     };
 }
 
-/// A borrowed [`OccurrenceV1`] without `related`: what [`EventFactoryV1::check_ref`] checks.
+/// A borrowed [`OccurrenceV1`] without `related`: what `EventFactoryV1::check_ref` (the
+/// pipeline's fast form of [`EventFactoryV1::check`]) checks. Not part of the public API:
+/// reached through `kevents_core::__private` only.
 #[derive(Debug, Clone, Copy)]
 pub struct OccurrenceV1Ref<'a> {
     /// The object acted upon.
@@ -288,8 +290,10 @@ impl EventFactoryV1 {
         )
     }
 
-    /// [`check`](Self::check) on borrowed strings (an occurrence without `related`, which
-    /// no check reads).
+    /// The pipeline's fast form of [`check`](Self::check) (not part of the public API;
+    /// `kevents_core::__private`): on borrowed strings (an occurrence without `related`,
+    /// which no check reads).
+    #[doc(hidden)]
     pub fn check_ref(&self, now: Time, occ: OccurrenceV1Ref<'_>) -> Result<(), InvalidEventV1> {
         let note_len = self.note_policy.applied_len(occ.note)?;
         let object = occ.regarding.name;

@@ -37,7 +37,7 @@
 //! ```
 
 mod bridge;
-mod make;
+pub(crate) mod make;
 mod model;
 mod selector;
 mod series;
@@ -52,9 +52,7 @@ pub use bridge::{
     ACTION_ANNOTATION, ApiBridge, CoreFallback, RELATED_ANNOTATION, Route, events_v1_served,
     from_core_occurrence, to_core_occurrence,
 };
-pub use make::{
-    ClusterScopedNamespace, EventFactoryV1, OccurrenceV1, OccurrenceV1Ref, Reporter, hostname,
-};
+pub use make::{ClusterScopedNamespace, EventFactoryV1, OccurrenceV1, Reporter, hostname};
 pub use model::{API_VERSION, Event, EventSeries, series_patch};
 pub use selector::{UnknownEventsVersion, field_selector};
 pub use series::fresh::Refreshed;

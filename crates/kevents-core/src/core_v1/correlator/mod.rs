@@ -16,8 +16,29 @@
 //!
 //! After every successful write, [`Correlator::update_state`] learns the stored event back.
 //! The correlator is synchronous and single-owner (`&mut self`): no locks, no IO.
+//!
+//! ```
+//! use kevents_core::core_v1::correlator::{Correlator, CorrelatorOptions};
+//! use kevents_core::{Event, ObjectReference};
+//!
+//! let mut c = Correlator::new(CorrelatorOptions::default());
+//! let mut e = Event::default();
+//! e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
+//! e.message = "restarting".into();
+//! e.count = 1;
+//! let first = c.correlate(e.clone());
+//! assert!(!first.skip && first.patch.is_none()); // CREATE
+//! let mut stored = first.event;
+//! stored.metadata.resource_version = "7".into();
+//! c.update_state(&stored); // the apiserver's copy, learnt back
+//! let second = c.correlate(e);
+//! assert_eq!(second.event.count, 2); // PATCH, of the stored event
+//! assert_eq!(second.event.metadata.resource_version, "7");
+//! assert!(second.patch.is_some());
+//! ```
 
 mod cache;
+pub(crate) mod fast;
 mod hash;
 mod keys;
 mod options;
@@ -39,6 +60,7 @@ use crate::json::GoFormatter;
 use crate::name;
 use crate::time::{SharedClock, Time};
 use cache::BoundedCache;
+use fast::{Decision, StateHint};
 use hash::{KeyHasher, Prefix};
 use spam::SpamFilter;
 
@@ -55,32 +77,11 @@ pub struct Correlated {
     pub skip: bool,
     /// The occurrence was folded into an aggregate event.
     pub aggregated: bool,
-    /// Where the correlator keeps this event's state: give it back with the stored event to
-    /// [`Correlator::update_state_with`].
+    /// Where the correlator keeps this event's state, for the pipeline's fast form of
+    /// [`Correlator::update_state`] (not part of the public API).
+    #[doc(hidden)]
     pub hint: Option<StateHint>,
 }
-
-/// What [`Correlator::correlate_in_place`] decided (the event itself is changed in place):
-/// the fields of [`Correlated`] but the event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    /// The strategic-merge patch body when the event was seen before.
-    pub patch: Option<Vec<u8>>,
-    /// The spam filter had no token: write nothing.
-    pub skip: bool,
-    /// The occurrence was folded into an aggregate event.
-    pub aggregated: bool,
-    /// Where the correlator keeps this event's state (see [`Correlated::hint`]).
-    pub hint: Option<StateHint>,
-}
-
-/// Where a [`Correlator`] keeps the state of an event it correlated (its observer cache
-/// entry). [`Correlator::update_state_with`] checks the entry's key against the stored
-/// event field by field and uses it without building, hashing and looking up the key;
-/// a hint that no longer fits (the entry was reused for another event) is ignored, so a
-/// hint can never make the correlator learn the wrong event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateHint(u32);
 
 impl Correlated {
     /// Whether the write is an update (PATCH first), as client-go decides: `count > 1`.
@@ -403,7 +404,8 @@ impl Correlator {
         }
     }
 
-    /// [`correlate`](Correlator::correlate) on an event the caller keeps where it is: the
+    /// The pipeline's fast form of [`correlate`](Correlator::correlate) (not part of the
+    /// public API; `kevents_core::__private`): on an event the caller keeps where it is, the
     /// event becomes what [`Correlated::event`] would be, and the rest of the decision is
     /// returned. An `Event` is several hundred bytes; moving it into and out of `correlate`
     /// costs two copies (callgrind: about 210 instructions of 2 130 per occurrence, `hot`).
@@ -418,6 +420,7 @@ impl Correlator {
     /// assert!(d.patch.is_none() && !d.skip && !d.aggregated);
     /// assert_eq!(e.count, 1);
     /// ```
+    #[doc(hidden)]
     pub fn correlate_in_place(&mut self, event: &mut Event) -> Decision {
         self.stats.correlated += 1;
         self.last_observed = None;
@@ -510,8 +513,9 @@ impl Correlator {
         self.update_state_with(hint, stored);
     }
 
-    /// [`update_state`](Correlator::update_state) for an event whose [`Correlated::hint`]
-    /// the caller kept (a pipeline learns its writes back in batches, after other
+    /// The pipeline's fast form of [`update_state`](Correlator::update_state) (not part of
+    /// the public API; `kevents_core::__private`): for an event whose `Correlated::hint` the
+    /// caller kept (a pipeline learns its writes back in batches, after other
     /// correlations). The same result as `update_state` whatever the hint.
     ///
     /// ```
@@ -528,6 +532,7 @@ impl Correlator {
     /// let again = c.correlate(e);
     /// assert_eq!(again.event.metadata.resource_version, "7");
     /// ```
+    #[doc(hidden)]
     pub fn update_state_with(&mut self, hint: Option<StateHint>, stored: &Event) {
         let count = stored.count as i64 as u64;
         // The hinted entry, if its key is the stored event's, is what the lookup below would
