@@ -1,65 +1,24 @@
 //! A hash map for the pipeline's own keys (event names it built, `namespace/name`), with
-//! rustc's `FxHash`: a multiply-rotate per word, several times cheaper than SipHash on short
-//! strings. Not DoS-resistant, which is why it is never keyed by untrusted input.
+//! foldhash (`foldhash::fast`, the hasher kevents-core's caches use, and `lru`'s default
+//! through hashbrown): several times cheaper than SipHash on short strings, and seeded at
+//! random per process and per map, so its collisions cannot be chosen in advance. Still not
+//! a keyed cryptographic hash: maps keyed by strings the caller chooses keep SipHash.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A `HashMap` with [`FxHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-/// The `FxHash` function (rustc's).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
-        }
-        let rest = chunks.remainder();
-        if rest.is_empty() {
-            return;
-        }
-        // The keys here are event names (`namespace/name`, 20-60 bytes): their last 1-7
-        // bytes are mixed as the input's last 8 bytes, one round instead of one per byte.
-        if let Some(tail) = bytes.last_chunk::<8>() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(*tail)).wrapping_mul(K);
-            return;
-        }
-        for &b in rest {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, b: u8) {
-        self.write(&[b]);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// A `HashMap` with foldhash's fast variant ([`foldhash::fast::RandomState`]).
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::hash::BuildHasher;
 
-    fn hash(s: &str) -> u64 {
-        BuildHasherDefault::<FxHasher>::default().hash_one(s)
-    }
-
-    /// Every byte of a key counts, at every length (the last 1-7 bytes are mixed as one
-    /// overlapping word when the key has 8 or more).
+    /// Every byte of a key counts, at every length.
     #[test]
     fn every_byte_changes_the_hash() {
+        let state = foldhash::fast::RandomState::default();
+        let hash = |s: &str| state.hash_one(s);
         for len in 1..=40 {
             let base: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
             for at in 0..len {

@@ -165,8 +165,8 @@ pub(crate) enum Merge<V> {
 
 /// A bounded table of overflowed occurrences, merged by identity, in first-arrival order.
 pub(crate) struct Overflow<V> {
-    /// Identity -> absolute position (`base` + index in `entries`). SipHash, not FxHash:
-    /// identities carry the caller's strings (object names, messages).
+    /// Identity -> absolute position (`base` + index in `entries`). SipHash, not foldhash
+    /// (`FastMap`): identities carry the caller's strings (object names, messages).
     index: HashMap<Identity, u64>,
     entries: VecDeque<Slot<V>>,
     base: u64,

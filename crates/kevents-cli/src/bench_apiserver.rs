@@ -222,7 +222,7 @@ async fn run_once(
         _ => None,
     };
     let requests = t.requests();
-    let lost = report.stats.dropped_total() - t.spam_filtered;
+    let lost = report.stats.dropped_total() - t.sinks(|k| k.spam_filtered);
     Ok(json!({
         "workload": w.name,
         "server": server,
@@ -237,16 +237,16 @@ async fn run_once(
         "requests_per_s": requests as f64 / seconds,
         "emit_seconds": emit_secs,
         "idle": idle,
-        "created": t.created,
-        "patched": t.patched,
-        "recreated": t.recreated,
+        "created": t.sinks(|k| k.created),
+        "patched": t.sinks(|k| k.patched),
+        "recreated": t.sinks(|k| k.recreated),
         // Writes replaced before they started by a newer one of the same event (coalescing).
-        "superseded": t.superseded,
+        "superseded": t.sinks(|k| k.superseded),
         // Writes that waited for the write budget (rate, 429 pause, open circuit).
         "budget_deferred": report.stats.budgets.iter().map(|b| b.deferred()).sum::<u64>(),
         "retries": t.retries(),
-        "spam_filtered": t.spam_filtered,
-        "aggregated": t.aggregated,
+        "spam_filtered": t.sinks(|k| k.spam_filtered),
+        "aggregated": t.sinks(|k| k.aggregated),
         "dropped": lost,
         "failed": t.failed(),
         "stored_events": stored.len(),

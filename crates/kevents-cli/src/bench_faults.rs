@@ -209,10 +209,10 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
         .map_or(0, |w| w.coalesced);
     // Every occurrence that passed the spam filter is in a stored count unless it was lost:
     // dropped at a full queue, or its write given up.
-    let lost = t.dropped_intake_full
-        + t.dropped_queue_full
-        + t.dropped_closed
-        + t.dropped_after_shutdown
+    let lost = t.pipelines(|s| s.dropped_intake_full)
+        + t.sink_queues(|w| w.dropped_full)
+        + t.sink_queues(|w| w.dropped_closed)
+        + t.pipelines(|s| s.dropped_after_shutdown)
         + t.failed();
     let mut result = json!({
         "scenario": "outage",
@@ -237,18 +237,18 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
         "delivered_after_recovery": t.delivered() - delivered_before,
         "drain_secs": drain_secs,
         "idle_after_recovery": idle,
-        "created": t.created,
-        "patched": t.patched,
-        "recreated": t.recreated,
+        "created": t.sinks(|k| k.created),
+        "patched": t.sinks(|k| k.patched),
+        "recreated": t.sinks(|k| k.recreated),
         "requests": t.requests(),
         "retries": t.retries(),
-        "spam_filtered": t.spam_filtered,
-        "aggregated": t.aggregated,
-        "dropped_intake_full": t.dropped_intake_full,
-        "dropped_queue_full": t.dropped_queue_full,
-        "retry_exhausted": t.retry_exhausted,
-        "rejected": t.rejected,
-        "abandoned": t.abandoned,
+        "spam_filtered": t.sinks(|k| k.spam_filtered),
+        "aggregated": t.sinks(|k| k.aggregated),
+        "dropped_intake_full": t.pipelines(|s| s.dropped_intake_full),
+        "dropped_queue_full": t.sink_queues(|w| w.dropped_full),
+        "retry_exhausted": t.sinks(|k| k.retry_exhausted),
+        "rejected": t.sinks(|k| k.rejected),
+        "abandoned": t.sinks(|k| k.abandoned),
         "stored_events": stored.len(),
         "stored_sum_count": sum_count,
         "accounting_ok": t.check(emitted).is_ok(),
@@ -259,7 +259,7 @@ async fn run_async(args: FaultsArgs) -> anyhow::Result<serde_json::Value> {
         "max_watcher_overflow": depths.overflow,
         "coalesced_intake": report.stats.intake_coalesced,
         "coalesced_watcher": coalesced_watcher,
-        "superseded": t.superseded,
+        "superseded": t.sinks(|k| k.superseded),
         "circuit_opens": report.stats.budgets.iter().map(|b| b.circuit_opens).sum::<u64>(),
         "lost": lost,
     });

@@ -17,8 +17,9 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::access_review;
+use crate::faults::{FaultBody, Faults, ListFault};
+use crate::stats::SimStats;
 use crate::store::{self, ListQuery, Reply, Store, status};
-use crate::{FaultBody, Faults, ListFault, SimStats};
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
 const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;

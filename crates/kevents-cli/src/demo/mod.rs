@@ -259,27 +259,39 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     )?;
     let rows: [(&str, u64); 22] = [
         ("emitted", played.emitted),
-        ("queued", totals.queued),
-        ("dropped: invalid", totals.dropped_invalid),
-        ("dropped: intake full", totals.dropped_intake_full),
-        ("dropped: after shutdown", totals.dropped_after_shutdown),
-        ("dropped: sink queue full", totals.dropped_queue_full),
-        ("dropped: sink stopped", totals.dropped_closed),
-        ("spam-filtered", totals.spam_filtered),
-        ("deferred", totals.deferred),
-        ("aggregated", totals.aggregated),
+        ("queued", totals.queued()),
+        ("dropped: invalid", totals.pipelines(|s| s.dropped_invalid)),
+        (
+            "dropped: intake full",
+            totals.pipelines(|s| s.dropped_intake_full),
+        ),
+        (
+            "dropped: after shutdown",
+            totals.pipelines(|s| s.dropped_after_shutdown),
+        ),
+        (
+            "dropped: sink queue full",
+            totals.sink_queues(|w| w.dropped_full),
+        ),
+        (
+            "dropped: sink stopped",
+            totals.sink_queues(|w| w.dropped_closed),
+        ),
+        ("spam-filtered", totals.sinks(|k| k.spam_filtered)),
+        ("deferred", totals.sinks(|k| k.deferred)),
+        ("aggregated", totals.sinks(|k| k.aggregated)),
         ("written", totals.delivered()),
-        ("created", totals.created),
-        ("patched", totals.patched),
-        ("recreated", totals.recreated),
+        ("created", totals.sinks(|k| k.created)),
+        ("patched", totals.sinks(|k| k.patched)),
+        ("recreated", totals.sinks(|k| k.recreated)),
         ("failed", totals.failed()),
-        ("failed: rejected", totals.rejected),
-        ("failed: retry budget", totals.retry_exhausted),
-        ("failed: abandoned", totals.abandoned),
-        ("superseded", totals.superseded),
+        ("failed: rejected", totals.sinks(|k| k.rejected)),
+        ("failed: retry budget", totals.sinks(|k| k.retry_exhausted)),
+        ("failed: abandoned", totals.sinks(|k| k.abandoned)),
+        ("superseded", totals.sinks(|k| k.superseded)),
         ("requests", totals.requests()),
         ("retries", totals.retries()),
-        ("sink restarts", totals.restarts),
+        ("sink restarts", totals.sinks(|k| k.restarts)),
     ];
     for (name, value) in rows {
         writeln!(out, "  {name:<26}{value:>8}")?;
@@ -303,11 +315,8 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     // What was stored is compared with the in-memory run only when every write succeeded
     // and nothing was dropped (otherwise the run fails as not written, below, and says why).
     let complete = totals.failed()
-        + totals.dropped_invalid
-        + totals.dropped_intake_full
-        + totals.dropped_after_shutdown
-        + totals.dropped_queue_full
-        + totals.dropped_closed
+        + totals.refused()
+        + totals.sink_queues(|w| w.dropped_full + w.dropped_closed)
         == 0;
     let accounted = accounting(&played).and_then(|()| match &read {
         Ok(events) => {
@@ -356,11 +365,11 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let dropped = totals.dropped_invalid
-        + totals.dropped_intake_full
-        + totals.dropped_after_shutdown
-        + totals.dropped_queue_full
-        + totals.dropped_closed;
+    let dropped = totals.pipelines(|s| s.dropped_invalid)
+        + totals.pipelines(|s| s.dropped_intake_full)
+        + totals.pipelines(|s| s.dropped_after_shutdown)
+        + totals.sink_queues(|w| w.dropped_full)
+        + totals.sink_queues(|w| w.dropped_closed);
     if dropped + totals.failed() > 0 {
         let last_error = health
             .report()
@@ -372,9 +381,9 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
             format!(
                 "the story was not fully written: {} writes failed (rejected {}, retry budget used up {}, abandoned at shutdown {}) and {dropped} occurrences were dropped before a write{last_error}",
                 totals.failed(),
-                totals.rejected,
-                totals.retry_exhausted,
-                totals.abandoned,
+                totals.sinks(|k| k.rejected),
+                totals.sinks(|k| k.retry_exhausted),
+                totals.sinks(|k| k.abandoned),
             ),
         )
         .into());
@@ -709,10 +718,10 @@ fn progress(tty: bool, minute: u64, span: u64, emitted: u64, pipelines: &[Pipeli
         span / 60,
         span % 60,
         t.delivered(),
-        t.created,
-        t.patched,
-        t.spam_filtered,
-        t.aggregated,
+        t.sinks(|k| k.created),
+        t.sinks(|k| k.patched),
+        t.sinks(|k| k.spam_filtered),
+        t.sinks(|k| k.aggregated),
     );
     if tty {
         eprint!("\r{line}");
@@ -756,8 +765,12 @@ mod tests {
         let (played, server) = play_with_invalid(60, &invalid);
         let t = played.totals();
         assert_eq!(played.emitted, 60);
-        assert_eq!(t.dropped_invalid, invalid.len() as u64, "{t:?}");
-        assert_eq!(t.queued, 60 - invalid.len() as u64, "{t:?}");
+        assert_eq!(
+            t.pipelines(|s| s.dropped_invalid),
+            invalid.len() as u64,
+            "{t:?}"
+        );
+        assert_eq!(t.queued(), 60 - invalid.len() as u64, "{t:?}");
         assert_eq!(accounting(&played), Ok(()), "{t:?}");
         // And the valid ones were all written.
         assert_eq!(t.failed(), 0, "{t:?}");

@@ -1,0 +1,163 @@
+//! The health of the writes to an apiserver while a story or benchmark runs: [`WatchedSink`]
+//! wraps the sink and reports every request's fate to a [`Health`] (requests without an
+//! answer, the last error, the last success), from which the wait notes and the failure
+//! checks read whether the server is in trouble.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kevents_core::{Event, EventSink, SinkError, SinkFuture};
+
+use super::describe::describe;
+
+/// Whether a failed write says something about the apiserver's health (it cannot be
+/// reached, does not answer, refuses us, or is overloaded), as opposed to a refusal of
+/// one event (404 before a re-create, 409, 422).
+fn is_trouble(e: &SinkError) -> bool {
+    match e {
+        SinkError::Status(s) => matches!(s.code, 401 | 403 | 429) || s.code >= 500,
+        SinkError::Transport(_)
+        | SinkError::Timeout(_)
+        | SinkError::UnexpectedObject(_)
+        | SinkError::AnswerMismatch(_) => true,
+        SinkError::Construction(_) => false,
+    }
+}
+
+#[derive(Default)]
+struct HealthState {
+    next_id: u64,
+    /// Requests started and not finished, by id, with their start.
+    outstanding: BTreeMap<u64, Instant>,
+    last_success: Option<Instant>,
+    /// When, why, and whether the write is retried.
+    last_error: Option<(Instant, String, bool)>,
+    troubles_since_success: u64,
+}
+
+/// What the writes to an apiserver went through: requests without an answer yet, the last
+/// error, the last success. Fed by [`WatchedSink`].
+#[derive(Default)]
+pub struct Health {
+    state: Mutex<HealthState>,
+}
+
+/// A copy of [`Health`] at one instant.
+#[derive(Debug, Clone, Default)]
+pub struct HealthReport {
+    /// How long the oldest of them has been waiting.
+    pub oldest: Option<Duration>,
+    /// The last failed request: how long ago, and why ([`describe`]).
+    pub last_error: Option<(Duration, String)>,
+    /// Whether the last failed request's error is retried (a 403 or a 422 is not).
+    pub last_error_retried: bool,
+    /// How long ago the last request succeeded.
+    pub since_success: Option<Duration>,
+    /// Failures that say the server is in trouble since the last success.
+    pub troubles_since_success: u64,
+}
+
+impl Health {
+    fn lock(&self) -> MutexGuard<'_, HealthState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Now.
+    pub fn report(&self) -> HealthReport {
+        let s = self.lock();
+        HealthReport {
+            oldest: s.outstanding.values().min().map(Instant::elapsed),
+            last_error: s
+                .last_error
+                .as_ref()
+                .map(|(t, e, _)| (t.elapsed(), e.clone())),
+            last_error_retried: s.last_error.as_ref().is_some_and(|(_, _, r)| *r),
+            since_success: s.last_success.map(|t| t.elapsed()),
+            troubles_since_success: s.troubles_since_success,
+        }
+    }
+
+    fn start(self: &Arc<Self>) -> Outstanding {
+        let mut s = self.lock();
+        let id = s.next_id;
+        s.next_id += 1;
+        s.outstanding.insert(id, Instant::now());
+        Outstanding {
+            health: Arc::clone(self),
+            id,
+        }
+    }
+
+    fn finish<T>(&self, result: &Result<T, SinkError>) {
+        let mut s = self.lock();
+        match result {
+            Ok(_) => {
+                s.last_success = Some(Instant::now());
+                s.troubles_since_success = 0;
+            }
+            Err(e) => {
+                if is_trouble(e) {
+                    s.troubles_since_success += 1;
+                }
+                let retried = e.disposition() == kevents_core::Disposition::Retry;
+                s.last_error = Some((Instant::now(), describe(e), retried));
+            }
+        }
+    }
+}
+
+impl HealthReport {
+    /// Whether writes are in trouble: a failure that says so since the last success, or a
+    /// request without an answer for longer than `slow`.
+    pub fn failing(&self, slow: Duration) -> bool {
+        self.troubles_since_success > 0 || self.oldest.is_some_and(|d| d > slow)
+    }
+}
+
+/// Removes a request from [`Health`]'s outstanding set when it ends or is dropped.
+struct Outstanding {
+    health: Arc<Health>,
+    id: u64,
+}
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        self.health.lock().outstanding.remove(&self.id);
+    }
+}
+
+/// An [`EventSink`] that reports every request's fate to a [`Health`].
+#[derive(Clone)]
+pub struct WatchedSink<S> {
+    sink: S,
+    health: Arc<Health>,
+}
+
+impl<S: EventSink> WatchedSink<S> {
+    /// Watches `sink`'s requests into `health`.
+    pub fn new(sink: S, health: Arc<Health>) -> Self {
+        WatchedSink { sink, health }
+    }
+
+    fn watch(&self, fut: SinkFuture) -> SinkFuture {
+        let health = Arc::clone(&self.health);
+        Box::pin(async move {
+            let outstanding = health.start();
+            let result = fut.await;
+            health.finish(&result);
+            drop(outstanding);
+            result
+        })
+    }
+}
+
+impl<S: EventSink> EventSink for WatchedSink<S> {
+    fn create(&self, event: &Event) -> SinkFuture {
+        self.watch(self.sink.create(event))
+    }
+
+    fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
+        self.watch(self.sink.patch(event, patch))
+    }
+}

@@ -1,0 +1,117 @@
+//! The reachability probe run before a story or a benchmark is played against an apiserver:
+//! `GET /version`, then listing and (harmlessly) creating events in the namespace, each
+//! request bounded by [`PROBE_TIMEOUT`]. It turns a wrong address, bad credentials or missing
+//! rights into one clear failure within seconds instead of hundreds of failed writes.
+
+use std::time::Duration;
+
+use kevents_core::{Event, EventSink, SinkError, Stored};
+use kevents_http::{HttpConfig, HttpSink, ServerVersion};
+
+use super::describe::{describe, list_error};
+use super::exit::{Failure, FailureKind};
+
+/// How long each request of the reachability probe may take (connect included).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `fut`, giving up after [`PROBE_TIMEOUT`] and two seconds more (the sink's own
+/// timeouts should end it first).
+async fn bounded<T>(fut: impl Future<Output = Result<T, SinkError>>) -> Result<T, SinkError> {
+    let limit = PROBE_TIMEOUT + Duration::from_secs(2);
+    actix_rt::time::timeout(limit, fut)
+        .await
+        .unwrap_or(Err(SinkError::Timeout(limit)))
+}
+
+fn probe_sink(config: &HttpConfig) -> Result<HttpSink, Failure> {
+    HttpSink::new(
+        config
+            .clone()
+            .with_request_timeout(PROBE_TIMEOUT)
+            .with_connect_timeout(PROBE_TIMEOUT),
+    )
+    .map_err(|e| Failure::new(FailureKind::Config, e))
+}
+
+fn refused(url: &str, what: &str, e: &SinkError) -> Failure {
+    let why = match e.code() {
+        Some(401) => format!(
+            "the apiserver at {url} refused the credentials of the kubeconfig ({})",
+            describe(e)
+        ),
+        Some(403) => format!(
+            "the apiserver at {url} does not allow {what} ({})",
+            describe(e)
+        ),
+        _ => format!(
+            "cannot use the apiserver at {url} ({what}): {}",
+            describe(e)
+        ),
+    };
+    Failure::new(FailureKind::Unreachable, why)
+}
+
+/// The first half of the reachability probe: `GET /version`, each request bounded by
+/// [`PROBE_TIMEOUT`]. Catches connection refused, DNS, TLS, timeouts and rejected
+/// credentials within seconds, as a [`FailureKind::Unreachable`].
+pub async fn probe_server(config: &HttpConfig) -> Result<ServerVersion, Failure> {
+    let sink = probe_sink(config)?;
+    let url = sink.base_url().to_string();
+    // The credential first (token file, exec plugin, within their own time limits): a
+    // plugin that is missing, fails or hangs is a configuration problem and says so, rather
+    // than a request without an answer. The plugin's credential is cached for the writes.
+    sink.authenticate().await.map_err(|e| {
+        Failure::new(
+            FailureKind::Config,
+            format!("cannot get a credential for the apiserver at {url}: {e}"),
+        )
+    })?;
+    bounded(sink.server_version())
+        .await
+        .map_err(|e| refused(&url, "GET /version", &e))
+}
+
+/// The second half of the probe: that events of `namespace` can be listed (`GET`) and
+/// created. The create check sends an Event without a name, which the apiserver refuses
+/// (422) only after authorising the request: nothing is stored, and a 401, a 403 or a
+/// missing namespace (404, a [`FailureKind::Config`]) shows up now instead of as hundreds
+/// of failed writes.
+pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Failure> {
+    let sink = probe_sink(config)?;
+    let url = sink.base_url().to_string();
+    bounded(async { sink.list_events(namespace).await.map_err(list_error) })
+        .await
+        .map_err(|e| {
+            refused(
+                &url,
+                &format!("listing events in namespace {namespace}"),
+                &e,
+            )
+        })?;
+    let mut probe = Event::default();
+    probe.metadata.namespace = namespace.to_owned();
+    probe.involved_object.namespace = namespace.to_owned();
+    match bounded(sink.create(&probe)).await {
+        // Refused after authorisation, as it must be.
+        Err(SinkError::Status(s)) if matches!(s.code, 400 | 409 | 422) => Ok(()),
+        Err(e) if e.is_not_found() => Err(Failure::new(
+            FailureKind::Config,
+            format!(
+                "namespace {namespace} does not exist on the apiserver at {url} ({}); create it (kubectl create namespace {namespace}) or choose another with --namespace",
+                describe(&e)
+            ),
+        )),
+        Err(e) => Err(refused(
+            &url,
+            &format!("creating events in namespace {namespace}"),
+            &e,
+        )),
+        Ok(Stored::Returned(stored)) => {
+            // A server that stores a nameless event: take it away again.
+            let _ = bounded(sink.delete_event(namespace, &stored.metadata.name)).await;
+            Ok(())
+        }
+        // Stored, but its echo was over the response limit: no name to delete it by.
+        Ok(Stored::AsSent) => Ok(()),
+    }
+}

@@ -1,0 +1,43 @@
+//! The credentials the process knows (tokens, passwords, key lines of the kubeconfig in use)
+//! and the one function every text from outside goes through before it is printed
+//! ([`one_line`]): server messages, error chains and kubectl's output can quote a
+//! credential, and may carry control characters that would rewrite the terminal.
+
+use std::sync::{Mutex, MutexGuard};
+
+use crate::sanitize;
+
+static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn secrets() -> MutexGuard<'static, Vec<String>> {
+    SECRETS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Remembers a credential so that [`redact`] removes it from everything printed. Values
+/// shorter than 4 characters are ignored (they would mangle ordinary text).
+pub fn add_secret(secret: &str) {
+    let secret = secret.trim();
+    if secret.chars().count() >= 4 {
+        let mut s = secrets();
+        if !s.iter().any(|k| k == secret) {
+            s.push(secret.to_owned());
+        }
+    }
+}
+
+/// `text` with every known credential ([`add_secret`]) replaced by `[REDACTED]`.
+pub fn redact(text: &str) -> String {
+    let mut out = text.to_owned();
+    for secret in secrets().iter() {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "[REDACTED]");
+        }
+    }
+    out
+}
+
+/// `text` made safe to print as (part of) one line: known secrets removed, then every
+/// control character escaped ([`sanitize::escape`]).
+pub fn one_line(text: &str) -> String {
+    sanitize::escape(&redact(text))
+}
