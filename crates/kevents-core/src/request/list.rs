@@ -1,0 +1,175 @@
+//! Paginated event lists of both APIs with bounds on everything a server controls: the
+//! number of pages ([`Limits::max_list_pages`]), the bytes of all answers together
+//! ([`Limits::max_list_bytes`]), and a `continue` token the server already sent (a list
+//! that would never end). [`ListError`] says which.
+
+use std::collections::HashSet;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+use crate::answer::unexpected_object;
+use crate::core_v1::Event;
+use crate::events_v1;
+use crate::status::SinkError;
+
+use super::client::{CORE_V1_PATH, Client, EVENTS_V1_PATH, encode_segment, events_path};
+use super::transport::{LIST_PAGE_SIZE, Limits, Method, Transport};
+
+/// Why a list of events failed. Nothing is returned then: a list is complete or an error.
+///
+/// ```
+/// let e = kevents_core::request::ListError::TooManyPages { limit: 3, items: 750 };
+/// assert_eq!(e.code(), None);
+/// ```
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ListError {
+    /// A page request failed, or its answer was not an event list.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The server sent a `continue` token it had sent before: following it would read the
+    /// same pages again, forever.
+    #[error(
+        "event list: the server repeated a continue token after {pages} pages ({items} events): the list would never end"
+    )]
+    RepeatedContinue {
+        /// Pages read, the last one included.
+        pages: usize,
+        /// Events read.
+        items: usize,
+    },
+    /// The list has more pages than allowed.
+    #[error(
+        "event list: more than {limit} pages ({items} events read); raise max_list_pages if that many are expected"
+    )]
+    TooManyPages {
+        /// The limit ([`Limits::max_list_pages`]).
+        limit: usize,
+        /// Events read.
+        items: usize,
+    },
+    /// The answers of the list are larger, all together, than allowed.
+    #[error(
+        "event list: answers larger than {limit} bytes in total ({pages} pages, {items} events read); raise max_list_bytes if that much is expected"
+    )]
+    TooLarge {
+        /// The limit ([`Limits::max_list_bytes`]).
+        limit: usize,
+        /// Pages read completely.
+        pages: usize,
+        /// Events read.
+        items: usize,
+    },
+}
+
+impl ListError {
+    /// The HTTP status code, if the server answered a page with an error.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ListError::Sink(e) => e.code(),
+            _ => None,
+        }
+    }
+
+    /// Whether the server answered 404 (no such namespace or API).
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+}
+
+#[derive(Deserialize)]
+struct ListMeta {
+    #[serde(default, rename = "continue")]
+    cont: String,
+}
+
+#[derive(Deserialize)]
+#[serde(bound = "E: DeserializeOwned")]
+struct List<E> {
+    #[serde(default)]
+    items: Vec<E>,
+    metadata: Option<ListMeta>,
+}
+
+impl<T: Transport> Client<T> {
+    /// Every core/v1 event of `namespace` (all namespaces for `""`), read in pages of
+    /// [`LIST_PAGE_SIZE`], within the list limits ([`Limits::max_list_pages`] and
+    /// [`Limits::max_list_bytes`]); a server that repeats a `continue` token is an error
+    /// ([`ListError::RepeatedContinue`]), not an endless loop.
+    pub async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, ListError> {
+        self.list_all(CORE_V1_PATH, namespace).await
+    }
+
+    /// Every `events.k8s.io/v1` event of a namespace (all for `""`), paginated and bounded
+    /// like [`Client::list_events`].
+    pub async fn list_events_v1(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<events_v1::Event>, ListError> {
+        self.list_all(EVENTS_V1_PATH, namespace).await
+    }
+
+    /// Every event of `namespace` (all for `""`) of the API at `prefix`, in pages of
+    /// [`LIST_PAGE_SIZE`], within the list limits.
+    async fn list_all<E: DeserializeOwned>(
+        &self,
+        prefix: &str,
+        namespace: &str,
+    ) -> Result<Vec<E>, ListError> {
+        let Limits {
+            max_list_pages: max_pages,
+            max_list_bytes: max_bytes,
+            ..
+        } = self.transport().limits();
+        let base = events_path(prefix, namespace, None)?;
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cont = String::new();
+        let mut used = 0usize;
+        let mut page = 0usize;
+        loop {
+            page += 1;
+            if page > max_pages {
+                return Err(ListError::TooManyPages {
+                    limit: max_pages,
+                    items: out.len(),
+                });
+            }
+            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}");
+            if !cont.is_empty() {
+                path.push_str("&continue=");
+                path.push_str(&encode_segment(&cont));
+            }
+            // One page may use all that is left of the byte budget.
+            let answer = self
+                .send(Method::Get, path, None, Vec::new(), max_bytes - used)
+                .await?;
+            if !answer.answer().is_success() {
+                return Err(answer.answer().status_error().into());
+            }
+            if answer.oversized {
+                return Err(ListError::TooLarge {
+                    limit: max_bytes,
+                    pages: page - 1,
+                    items: out.len(),
+                });
+            }
+            used += answer.body.len();
+            let list: List<E> = serde_json::from_slice(&answer.body)
+                .map_err(|e| unexpected_object(format_args!("not an event list: {e}")))?;
+            out.extend(list.items);
+            cont = list.metadata.map(|m| m.cont).unwrap_or_default();
+            if cont.is_empty() {
+                return Ok(out);
+            }
+            if !seen.insert(cont.clone()) {
+                return Err(ListError::RepeatedContinue {
+                    pages: page,
+                    items: out.len(),
+                });
+            }
+        }
+    }
+}
