@@ -9,8 +9,10 @@
 //! [`ResponseReader`], [`Limits`] and the default limits), `client.rs` ([`Client`], paths
 //! and name checks, discovery, `GET`, `DELETE`), `write.rs` (creates and patches,
 //! [`EventSink`](crate::EventSink) and [`EventsV1Sink`](crate::events_v1::EventsV1Sink) for
-//! [`Client`]), `list.rs` (lists, [`ListError`]) and `preflight.rs`
-//! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]).
+//! [`Client`]), `list.rs` (lists, [`ListError`]), `preflight.rs`
+//! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]) and `forward.rs`
+//! ([`impl_request_sink!`](crate::impl_request_sink): a transport type's sink methods and
+//! trait implementations, forwarded to [`Client`]).
 //!
 //! ```
 //! use kevents_core::request::{Client, Limits, Request, Response, Transport, TransportFuture};
@@ -45,6 +47,7 @@
 //! ```
 
 mod client;
+mod forward;
 mod list;
 mod preflight;
 mod transport;
