@@ -52,6 +52,32 @@ pub use kevents_core::request::STRATEGIC_MERGE_PATCH;
 /// # Ok(()) }
 /// ```
 ///
+/// Reads, discovery and preflight (the request layer's, `kevents_core::request::Client`):
+///
+/// ```no_run
+/// use kevents_core::preflight::PreflightPlan;
+/// # async fn f(sink: kevents_http::HttpSink) -> Result<(), Box<dyn std::error::Error>> {
+/// if !sink.events_v1_served().await? {
+///     println!("falling back to core/v1 events");
+/// }
+/// for e in sink.list_events("default").await? {
+///     println!("{} {} x{} {}", e.type_, e.reason, e.count, e.message);
+/// }
+/// match sink.get_event("default", "web-1.17a0c2b5d9e5f3a1").await {
+///     Ok(e) => println!("count {}", e.count),
+///     Err(e) if e.is_not_found() => println!("gone"),
+///     Err(e) => return Err(e.into()),
+/// }
+/// sink.delete_event("default", "web-1.17a0c2b5d9e5f3a1").await?;
+/// let v1 = sink.list_events_v1("").await?;
+/// let one = sink.get_event_v1("default", "web-1.17a0c2b5d9e5f3a1").await?;
+/// let served = sink.api_served("/apis/events.k8s.io/v1").await?;
+/// let report = sink
+///     .preflight(&PreflightPlan::discover(["team-a"]).reporter("example.com/ctl", "ctl-1"))
+///     .await?;
+/// # Ok(()) }
+/// ```
+///
 /// `events.k8s.io/v1` ([`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink)):
 /// `POST`/`PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]`, the event's JSON
 /// and the series patch as `application/strategic-merge-patch+json`, answers decoded as for

@@ -63,6 +63,13 @@ pub use exec::{
     MAX_EXEC_STDERR_BYTES,
 };
 pub use exec_plugin::ExecCredential;
+/// Why a list of events failed: kevents-core's request layer's, the same type as
+/// `kevents_kube::ListError`.
+///
+/// ```
+/// let e = kevents_http::ListError::TooManyPages { limit: 3, items: 750 };
+/// assert_eq!(e.code(), None);
+/// ```
 pub use kevents_core::request::ListError;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use off_thread::{CREDENTIAL_FILE_TIMEOUT, read_credential_file};

@@ -96,6 +96,13 @@ mod sink;
 // Above the sink: the recorder built on it.
 mod recorder;
 
+/// Why a list of events failed: kevents-core's request layer's, the same type as
+/// `kevents_http::ListError`.
+///
+/// ```
+/// let e = kevents_kube::ListError::TooManyPages { limit: 3, items: 750 };
+/// assert_eq!(e.code(), None);
+/// ```
 pub use kevents_core::request::ListError;
 pub use recorder::{
     FakeRecorder, NoteLength, Notes, PublishError, Published, Recorder, RecorderOptions, SINK_NAME,

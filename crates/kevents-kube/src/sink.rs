@@ -35,6 +35,19 @@ pub use kevents_core::request::{
 /// ([`with_request_timeout`](KubeSink::with_request_timeout), [`SinkError::Timeout`]), and a
 /// request the client cannot deliver is [`SinkError::Transport`] (retried by the pipeline).
 ///
+/// Its other requests are the request layer's too:
+///
+/// ```no_run
+/// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), Box<dyn std::error::Error>> {
+/// let report = sink.preflight(&kevents_core::preflight::PreflightPlan::discover(["a"])).await?;
+/// let (v1, any) = (sink.events_v1_served().await?, sink.api_served("/api/v1").await?);
+/// let listed = (sink.list_events("a").await?.len(), sink.list_events_v1("a").await?.len());
+/// let first = sink.get_event("a", "web.1").await?;
+/// let series = sink.get_event_v1("a", "web.1").await?.series;
+/// sink.delete_event("a", "web.1").await?;
+/// # Ok(()) }
+/// ```
+///
 /// kube's client retries 429, 503 and 504 itself unless its `Config::default_retry` is off;
 /// those retries happen inside one kevents attempt (within its deadline), and what is left is
 /// classified and retried by the pipeline.
