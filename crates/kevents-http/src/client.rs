@@ -452,3 +452,31 @@ impl Transport for HttpSink {
 }
 
 kevents_core::impl_request_sink!(HttpSink);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_paths_go_under_the_cluster_urls_own_path() {
+        let url = |base: &str, path: &str| {
+            let sink = HttpSink::new(HttpConfig::new(base).unwrap()).unwrap();
+            sink.url(path).unwrap().to_string()
+        };
+        assert_eq!(
+            url("https://127.0.0.1:6443", "/api/v1/events?limit=250"),
+            "https://127.0.0.1:6443/api/v1/events?limit=250"
+        );
+        assert_eq!(
+            url(
+                "https://rancher.example/k8s/clusters/c-1/",
+                "/api/v1/namespaces/default/events?limit=250&continue=a%2Bb%3D"
+            ),
+            "https://rancher.example/k8s/clusters/c-1/api/v1/namespaces/default/events?limit=250&continue=a%2Bb%3D"
+        );
+        assert_eq!(
+            url("https://h/p", "/apis/x%20y/v1"),
+            "https://h/p/apis/x%20y/v1"
+        );
+    }
+}
