@@ -11,6 +11,9 @@
 //!   [`Reference`]), [`meta`] ([`ObjectMeta`]), [`status`] ([`SinkError`], [`Status`]) and [`stored`]
 //!   ([`Stored`], a sink's answer), [`answer`] (an apiserver's answer decoded, as every sink
 //!   does) and [`http_date`] (RFC 9110 dates, for `Retry-After`).
+//! * [`request`]: the one request layer of every apiserver sink (writes, lists, discovery,
+//!   preflight) over a [`request::Transport`] that sends one request (kevents-http's over
+//!   reqwest, kevents-kube's over a `kube::Client`); a trait and async logic, no IO.
 //!
 //! The in-memory apiserver, the replay tool and the benchmark workloads live in `kevents-sim`.
 //!
@@ -56,6 +59,7 @@ pub mod name;
 pub mod preflight;
 pub mod profile;
 pub mod reference;
+pub mod request;
 pub mod status;
 pub mod stored;
 pub mod time;

@@ -15,24 +15,15 @@ use thiserror::Error;
 
 use crate::exec::{ExecConfig, ExecError};
 
-/// Default per-request timeout (connect, send, and read the whole response).
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The request layer's limits, shared by every sink ([`kevents_core::request`]): the default
+/// per-request timeout (connect, send, and read the whole response), the largest request the
+/// apiserver accepts, the response and list limits.
+pub use kevents_core::request::{
+    APISERVER_MAX_REQUEST_BYTES, DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES,
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_REQUEST_TIMEOUT, LIST_PAGE_SIZE,
+};
 /// Default TCP + TLS connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest request body kube-apiserver accepts (3 MiB): an event it stored can be this
-/// large, and so can the echo of it.
-pub const APISERVER_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
-/// Default largest response body read (4 MiB, above [`APISERVER_MAX_REQUEST_BYTES`], so the
-/// echo of anything the apiserver accepted fits); larger bodies are not read.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
-/// Events asked for per page of a list (`limit`).
-pub const LIST_PAGE_SIZE: usize = 250;
-/// Default most pages one list reads before it fails (`ListError::TooManyPages`): 10 000
-/// pages of [`LIST_PAGE_SIZE`] are 2.5 million events.
-pub const DEFAULT_MAX_LIST_PAGES: usize = 10_000;
-/// Default most response bytes one list reads in total, all pages together (256 MiB); a
-/// single page may use all of it.
-pub const DEFAULT_MAX_LIST_BYTES: usize = 256 * 1024 * 1024;
 /// Default interval after which a token file is read again (client-go and kube re-read
 /// once a minute).
 pub const DEFAULT_TOKEN_REFRESH: Duration = Duration::from_secs(60);

@@ -3,17 +3,16 @@
 //! does, and an [`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink) for
 //! `events.k8s.io/v1`, over `reqwest` with rustls (crypto provider `ring`).
 //!
-//! Source layout: `client.rs` (the HTTP client both APIs share: requests, authentication,
-//! TLS via `tls.rs`, bounded body reads, sanitised `Status` decoding), `list.rs` (bounded,
-//! paginated lists of both APIs, [`ListError`]), `core_v1.rs` (core/v1 events),
-//! `events_v1.rs` (`events.k8s.io/v1` events and discovery), `config.rs` ([`HttpConfig`],
-//! its checks and limits, [`ConfigError`]), `kubeconfig.rs` (kubeconfig and in-cluster
-//! loading), `auth.rs` (the credential of each request, exec plugin caching), `token_file.rs`
-//! (token files, read on a worker thread of their own), `off_thread.rs` (file reads bounded in
-//! time, [`read_credential_file`]),
-//! `exec.rs` (exec credential plugin configuration, [`ExecError`]), `exec_plugin.rs`
-//! (running a plugin, [`ExecCredential`]) and `preflight.rs` (`HttpSink::preflight`: may this
-//! identity write events, `kevents_core::preflight`).
+//! Source layout: `client.rs` ([`HttpSink`], the transport both APIs share: URLs,
+//! authentication, TLS via `tls.rs`, bounded body reads, `/version`; the requests of both
+//! APIs, their classification, lists ([`ListError`]), discovery and preflight are
+//! `kevents_core::request`'s, the request layer kevents-kube's sink shares),
+//! `config.rs` ([`HttpConfig`], its checks and limits, [`ConfigError`]), `kubeconfig.rs`
+//! (kubeconfig and in-cluster loading), `auth.rs` (the credential of each request, exec
+//! plugin caching), `token_file.rs` (token files, read on a worker thread of their own),
+//! `off_thread.rs` (file reads bounded in time, [`read_credential_file`]), `exec.rs` (exec
+//! credential plugin configuration, [`ExecError`]) and `exec_plugin.rs` (running a plugin,
+//! [`ExecCredential`]).
 //!
 //! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
 //! feature `config` only) or the in-cluster service account, or is built by hand
@@ -48,14 +47,10 @@
 mod auth;
 mod client;
 pub mod config;
-mod core_v1;
-mod events_v1;
 mod exec;
 mod exec_plugin;
 mod kubeconfig;
-mod list;
 mod off_thread;
-mod preflight;
 mod tls;
 mod token_file;
 
@@ -68,7 +63,14 @@ pub use exec::{
     MAX_EXEC_STDERR_BYTES,
 };
 pub use exec_plugin::ExecCredential;
+/// Why a list of events failed: kevents-core's request layer's, the same type as
+/// `kevents_kube::ListError`.
+///
+/// ```
+/// let e = kevents_http::ListError::TooManyPages { limit: 3, items: 750 };
+/// assert_eq!(e.code(), None);
+/// ```
+pub use kevents_core::request::ListError;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
-pub use list::ListError;
 pub use off_thread::{CREDENTIAL_FILE_TIMEOUT, read_credential_file};
 pub use secrecy;

@@ -54,10 +54,11 @@
 //! One event is stored about the ConfigMap, its series count 3. In unit tests,
 //! [`FakeRecorder`] gives the reconciler a `Recorder` that keeps every publish.
 //!
-//! Source layout: `sink.rs` (transport: requests through the client, deadline, bounded
-//! reads, error mapping), `list.rs` (bounded paginated lists, [`ListError`]), `core_v1.rs`
-//! and `events_v1.rs` (the two APIs), `preflight.rs` (`KubeSink::preflight`: may this
-//! identity write events), `recorder/` (the drop-in).
+//! Source layout: `sink.rs` ([`KubeSink`], a [`Transport`](kevents_core::request::Transport):
+//! one request through the client, deadline, bounded read, error mapping; the two APIs'
+//! sinks, lists, discovery and `KubeSink::preflight` are those of
+//! [`kevents_core::request::Client`], the request layer kevents-http's sink shares, and
+//! [`ListError`] is its), `recorder/` (the drop-in).
 //!
 //! `k8s-openapi` needs exactly one Kubernetes version feature in the final build; this
 //! library enables none (add `k8s-openapi = { version = "0.29", features = ["latest"] }` or
@@ -92,14 +93,17 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod sink;
-// Above the sink: lists, then the two APIs, then the recorder built on them.
-mod core_v1;
-mod events_v1;
-mod list;
-mod preflight;
+// Above the sink: the recorder built on it.
 mod recorder;
 
-pub use list::ListError;
+/// Why a list of events failed: kevents-core's request layer's, the same type as
+/// `kevents_http::ListError`.
+///
+/// ```
+/// let e = kevents_kube::ListError::TooManyPages { limit: 3, items: 750 };
+/// assert_eq!(e.code(), None);
+/// ```
+pub use kevents_core::request::ListError;
 pub use recorder::{
     FakeRecorder, NoteLength, Notes, PublishError, Published, Recorder, RecorderOptions, SINK_NAME,
     StartError,

@@ -1,46 +1,52 @@
 //! [`KubeSink`]: the event sinks of both APIs over an existing [`kube::Client`]. This file is
-//! the transport half: request building, the per-request deadline, bounded body reads and
-//! the mapping of `kube::Error` to [`SinkError`]; answers are decoded by
-//! [`kevents_core::answer`], exactly as the HTTP sink of `kevents-http` decodes them.
+//! the transport ([`Transport`]): one request through the client, its deadline, its answer
+//! read with a size limit, and the mapping of `kube::Error` to [`SinkError`]. The requests
+//! themselves, their answers' classification, lists and preflight are
+//! [`kevents_core::request`]'s, shared with kevents-http's sink
+//! ([`kevents_core::impl_request_sink`] gives `KubeSink` its methods and sink traits).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use http::Request as HttpRequest;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
-use http::{Method, Request};
 use http_body_util::BodyExt;
-use kevents_core::answer::{self, Answer};
-use kevents_core::status::sanitize_server_text_to;
-use kevents_core::{SinkError, Stored};
+use kevents_core::SinkError;
+use kevents_core::request::{
+    APPLICATION_JSON, Client, Limits, Request, Response, ResponseReader, Transport,
+    TransportFuture, error_chain,
+};
 
-/// Content type of the record package's patches.
-pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
-
-/// Default deadline of one request (connect, send, whole answer): 10 s, as kevents-http's.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default limit of one response body: 4 MiB (above the largest request kube-apiserver
-/// accepts, 3 MiB, so the echo of any stored event can be read), as kevents-http's.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
-/// Events per list page (`limit`), as kubectl and kevents-http.
-pub const LIST_PAGE_SIZE: usize = 250;
-/// Default limit of pages one list reads.
-pub const DEFAULT_MAX_LIST_PAGES: usize = 10_000;
-/// Default limit of response bytes one list reads, all pages together: 256 MiB.
-pub const DEFAULT_MAX_LIST_BYTES: usize = 256 * 1024 * 1024;
+pub use kevents_core::request::{
+    DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES, DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_REQUEST_TIMEOUT, LIST_PAGE_SIZE, STRATEGIC_MERGE_PATCH,
+};
 
 /// An [`EventSink`](kevents_core::EventSink) (core/v1) and
 /// [`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink) (`events.k8s.io/v1`) that sends its
 /// requests through an existing [`kube::Client`]: the application's authentication (including
 /// exec plugins and token refresh), proxy, TLS and tower middleware are used as they are.
 ///
-/// Requests and their classification are those of kevents-http's `HttpSink` (see
-/// `docs/http.md`, "Error classification"): `POST` of the event's Go-identical JSON, `PATCH`
+/// Requests and their classification are [`kevents_core::request::Client`]'s, the same as
+/// kevents-http's `HttpSink` (see `docs/http.md`, "Error classification"): `POST` of the event's Go-identical JSON, `PATCH`
 /// with strategic-merge-patch bytes, a 2xx must carry an Event, any other answer becomes a
 /// sanitised [`SinkError::Status`] (`Retry-After` kept), bodies are read up to
 /// [`max_response_bytes`](KubeSink::with_max_response_bytes), every request has a deadline
 /// ([`with_request_timeout`](KubeSink::with_request_timeout), [`SinkError::Timeout`]), and a
 /// request the client cannot deliver is [`SinkError::Transport`] (retried by the pipeline).
+///
+/// Its other requests are the request layer's too:
+///
+/// ```no_run
+/// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), Box<dyn std::error::Error>> {
+/// let report = sink.preflight(&kevents_core::preflight::PreflightPlan::discover(["a"])).await?;
+/// let (v1, any) = (sink.events_v1_served().await?, sink.api_served("/api/v1").await?);
+/// let listed = (sink.list_events("a").await?.len(), sink.list_events_v1("a").await?.len());
+/// let first = sink.get_event("a", "web.1").await?;
+/// let series = sink.get_event_v1("a", "web.1").await?.series;
+/// sink.delete_event("a", "web.1").await?;
+/// # Ok(()) }
+/// ```
 ///
 /// kube's client retries 429, 503 and 504 itself unless its `Config::default_retry` is off;
 /// those retries happen inside one kevents attempt (within its deadline), and what is left is
@@ -67,66 +73,22 @@ pub const DEFAULT_MAX_LIST_BYTES: usize = 256 * 1024 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct KubeSink {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
-    pub(crate) client: kube::Client,
-    pub(crate) timeout: Duration,
-    pub(crate) max_body: usize,
-    pub(crate) max_list_pages: usize,
-    pub(crate) max_list_bytes: usize,
+struct Inner {
+    client: kube::Client,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for KubeSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeSink")
             .field("default_namespace", &self.inner.client.default_namespace())
-            .field("timeout", &self.inner.timeout)
-            .field("max_body", &self.inner.max_body)
+            .field("timeout", &self.inner.limits.request_timeout)
+            .field("max_body", &self.inner.limits.max_response_bytes)
             .finish_non_exhaustive()
     }
-}
-
-/// A request body.
-pub(crate) enum Body {
-    Empty,
-    Json(Bytes),
-    Patch(Bytes),
-}
-
-/// An answer as read: status, `Retry-After`, body up to the cap.
-pub(crate) struct Read {
-    pub(crate) code: u16,
-    pub(crate) retry_after: Option<Duration>,
-    pub(crate) body: Bytes,
-    pub(crate) oversized: bool,
-}
-
-impl Read {
-    pub(crate) fn view(&self) -> Answer<'_> {
-        Answer {
-            code: self.code,
-            retry_after: self.retry_after,
-            body: &self.body,
-            oversized: self.oversized,
-        }
-    }
-}
-
-/// An error and its sources as one line, sanitised (it can carry server-provided text).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    sanitize_server_text_to(&s, 1024)
 }
 
 /// `kube::Error` of a request that got no answer, as a [`SinkError`]. Authentication errors
@@ -143,52 +105,6 @@ fn kube_error(e: &kube::Error) -> SinkError {
     }
 }
 
-/// Percent-encodes one path segment (everything but RFC 3986's unreserved characters).
-fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Percent-encodes a query value.
-/// Every namespace and name a write puts into a URL: a namespace is a DNS-1123 label (or
-/// empty), a name a DNS-1123 subdomain, as the apiserver accepts for events (and as
-/// kevents-http checks): no `.`, `..`, empty or escaped segment reaches a path; anything else
-/// is [`SinkError::Construction`] and nothing is sent.
-fn check_path_names(namespace: &str, name: Option<&str>) -> Result<(), SinkError> {
-    use kevents_core::name::{is_dns1123_label, is_dns1123_subdomain};
-    let shown = |s: &str| {
-        s.chars()
-            .take(100)
-            .collect::<String>()
-            .escape_debug()
-            .to_string()
-    };
-    if !namespace.is_empty() && !is_dns1123_label(namespace) {
-        return Err(SinkError::Construction(format!(
-            "namespace \"{}\" is not a DNS-1123 label",
-            shown(namespace)
-        )));
-    }
-    match name {
-        Some(n) if !is_dns1123_subdomain(n) => Err(SinkError::Construction(format!(
-            "event name \"{}\" is not a DNS-1123 subdomain",
-            shown(n)
-        ))),
-        _ => Ok(()),
-    }
-}
-
-pub(crate) fn query_value(s: &str) -> String {
-    segment(s)
-}
-
 impl KubeSink {
     /// A sink over `client`, with kevents-http's defaults: 10 s per request, 4 MiB per answer,
     /// lists of at most 10 000 pages and 256 MiB.
@@ -202,25 +118,19 @@ impl KubeSink {
         KubeSink {
             inner: Arc::new(Inner {
                 client,
-                timeout: DEFAULT_REQUEST_TIMEOUT,
-                max_body: DEFAULT_MAX_RESPONSE_BYTES,
-                max_list_pages: DEFAULT_MAX_LIST_PAGES,
-                max_list_bytes: DEFAULT_MAX_LIST_BYTES,
+                limits: Limits::default(),
             }),
         }
     }
 
-    fn with_inner(self, f: impl FnOnce(&mut Inner)) -> Self {
-        let mut inner = Inner {
-            client: self.inner.client.clone(),
-            timeout: self.inner.timeout,
-            max_body: self.inner.max_body,
-            max_list_pages: self.inner.max_list_pages,
-            max_list_bytes: self.inner.max_list_bytes,
-        };
-        f(&mut inner);
+    fn with_limits(self, f: impl FnOnce(&mut Limits)) -> Self {
+        let mut limits = self.inner.limits;
+        f(&mut limits);
         KubeSink {
-            inner: Arc::new(inner),
+            inner: Arc::new(Inner {
+                client: self.inner.client.clone(),
+                limits,
+            }),
         }
     }
 
@@ -233,8 +143,8 @@ impl KubeSink {
     ///     .with_request_timeout(std::time::Duration::from_secs(5));
     /// # }
     /// ```
-    pub fn with_request_timeout(self, timeout: Duration) -> Self {
-        self.with_inner(|i| i.timeout = timeout)
+    pub fn with_request_timeout(self, timeout: std::time::Duration) -> Self {
+        self.with_limits(|l| l.request_timeout = timeout)
     }
 
     /// The largest response body read (default [`DEFAULT_MAX_RESPONSE_BYTES`]); a larger
@@ -246,7 +156,7 @@ impl KubeSink {
     /// # }
     /// ```
     pub fn with_max_response_bytes(self, bytes: usize) -> Self {
-        self.with_inner(|i| i.max_body = bytes)
+        self.with_limits(|l| l.max_response_bytes = bytes)
     }
 
     /// The list limits: most pages and most response bytes of one list, all pages together
@@ -258,9 +168,9 @@ impl KubeSink {
     /// # }
     /// ```
     pub fn with_list_limits(self, pages: usize, bytes: usize) -> Self {
-        self.with_inner(|i| {
-            i.max_list_pages = pages;
-            i.max_list_bytes = bytes;
+        self.with_limits(|l| {
+            l.max_list_pages = pages;
+            l.max_list_bytes = bytes;
         })
     }
 
@@ -286,239 +196,87 @@ impl KubeSink {
         self.inner.client.default_namespace()
     }
 
-    /// `{prefix}/namespaces/{ns}/events[/{name}]` (`{prefix}/events` for an empty namespace,
-    /// as client-go builds it), segments percent-encoded.
-    pub(crate) fn events_path(prefix: &str, namespace: &str, name: Option<&str>) -> String {
-        let mut p = String::from(prefix);
-        if !namespace.is_empty() {
-            p.push_str("/namespaces/");
-            p.push_str(&segment(namespace));
-        }
-        p.push_str("/events");
-        if let Some(n) = name {
-            p.push('/');
-            p.push_str(&segment(n));
-        }
-        p
+    /// The request layer over this sink ([`kevents_core::request::Client`]). A create whose
+    /// event name is not a DNS-1123 subdomain is refused before it is sent, as a patch's is.
+    fn requests(&self) -> Client<KubeSink> {
+        Client::new(self.clone()).check_created_names(true)
     }
+}
 
-    /// One request to `path` (with its query), the answer read up to the response limit.
-    pub(crate) async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Body,
-    ) -> Result<Read, SinkError> {
-        self.send_capped(method, path, body, self.inner.max_body)
-            .await
-    }
+// The two APIs' sinks, `get_event`, `list_events`, `events_v1_served`, `preflight`, ...: the
+// request layer's, through `requests`.
+kevents_core::impl_request_sink!(KubeSink);
 
-    /// One request, its answer read up to `cap` bytes, within the request deadline.
-    pub(crate) async fn send_capped(
-        &self,
-        method: Method,
-        path: &str,
-        body: Body,
-        cap: usize,
-    ) -> Result<Read, SinkError> {
-        let started = Instant::now();
-        let mut req = Request::builder()
-            .method(method.clone())
-            .uri(path)
-            .header(ACCEPT, "application/json");
-        let body = match body {
-            Body::Empty => kube::client::Body::empty(),
-            Body::Json(b) => {
-                req = req.header(CONTENT_TYPE, "application/json");
-                kube::client::Body::from(b)
+/// One request through the kube client, its answer read up to the request's limit, within
+/// its deadline.
+impl Transport for KubeSink {
+    fn send(&self, request: Request) -> TransportFuture<'_> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let method = request.method;
+            let timeout = request.timeout;
+            let cap = request.max_response_bytes;
+            let path_only = request.path.split('?').next().unwrap_or("").to_owned();
+            let mut req = HttpRequest::builder()
+                .method(method.as_str())
+                .uri(request.path)
+                .header(ACCEPT, APPLICATION_JSON);
+            if let Some(content_type) = request.content_type {
+                req = req.header(CONTENT_TYPE, content_type);
             }
-            Body::Patch(b) => {
-                req = req.header(CONTENT_TYPE, STRATEGIC_MERGE_PATCH);
-                kube::client::Body::from(b)
-            }
-        };
-        let req = req
-            .body(body)
-            .map_err(|e| SinkError::Construction(error_chain(&e)))?;
-        let timeout = self.inner.timeout;
-        let client = self.inner.client.clone();
-        let exchange = async move {
-            let resp = client.send(req).await.map_err(|e| kube_error(&e))?;
-            let code = resp.status().as_u16();
-            let headers = resp.headers();
-            let retry_after = headers
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(answer::retry_after_header);
-            let declared = headers
-                .get(CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            let mut oversized = declared.is_some_and(|n| n > cap as u64);
-            let mut buf = BytesMut::new();
-            if !oversized {
+            let body = match request.content_type {
+                None => kube::client::Body::empty(),
+                Some(_) => kube::client::Body::from(bytes::Bytes::from(request.body)),
+            };
+            let req = req
+                .body(body)
+                .map_err(|e| SinkError::Construction(error_chain(&e)))?;
+            let client = self.inner.client.clone();
+            let exchange = async move {
+                let resp = client.send(req).await.map_err(|e| kube_error(&e))?;
+                let code = resp.status().as_u16();
+                let (retry_after, mut read) = {
+                    let header = |name| resp.headers().get(name).and_then(|v| v.to_str().ok());
+                    let read = ResponseReader::new(cap, header(CONTENT_LENGTH));
+                    (header(RETRY_AFTER).map(str::to_owned), read)
+                };
                 let mut body = resp.into_body();
-                while let Some(frame) = body.frame().await {
+                while read.wants_more() {
+                    let Some(frame) = body.frame().await else {
+                        break;
+                    };
                     let frame = frame.map_err(|e| kube_error(&e))?;
                     if let Ok(chunk) = frame.into_data() {
-                        if buf.len() + chunk.len() > cap {
-                            oversized = true;
-                            break;
-                        }
-                        buf.extend_from_slice(&chunk);
+                        read.push(&chunk);
                     }
                 }
+                Ok::<Response, SinkError>(read.finish(code, retry_after.as_deref()))
+            };
+            let result = match tokio::time::timeout(timeout, exchange).await {
+                Ok(r) => r,
+                Err(_) => Err(SinkError::Timeout(timeout)),
+            };
+            match &result {
+                Ok(a) => tracing::debug!(
+                    method = %method,
+                    path = path_only,
+                    status = a.code,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "apiserver request (kube client)"
+                ),
+                Err(e) => tracing::debug!(
+                    method = %method,
+                    path = path_only,
+                    error = %e,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "apiserver request failed (kube client)"
+                ),
             }
-            Ok(Read {
-                code,
-                retry_after,
-                body: buf.freeze(),
-                oversized,
-            })
-        };
-        let result = match tokio::time::timeout(timeout, exchange).await {
-            Ok(r) => r,
-            Err(_) => Err(SinkError::Timeout(timeout)),
-        };
-        let path_only = path.split('?').next().unwrap_or(path);
-        match &result {
-            Ok(a) => tracing::debug!(
-                method = %method,
-                path = path_only,
-                status = a.code,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "apiserver request (kube client)"
-            ),
-            Err(e) => tracing::debug!(
-                method = %method,
-                path = path_only,
-                error = %e,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "apiserver request failed (kube client)"
-            ),
-        }
-        result
-    }
-
-    /// `POST` of `event`'s JSON to `{prefix}/namespaces/{ns}/events`, decoded with
-    /// `api_version`; a 2xx whose echo is over the limit counts as stored as sent (as
-    /// kevents-http).
-    pub(crate) fn create_at<T, R>(
-        &self,
-        prefix: &'static str,
-        namespace: &str,
-        name: &str,
-        event: &T,
-        api_version: Option<&'static str>,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>,
-    >
-    where
-        T: serde::Serialize + ?Sized,
-        R: serde::de::DeserializeOwned + 'static,
-    {
-        let this = self.clone();
-        let checked = check_path_names(namespace, Some(name));
-        let path = Self::events_path(prefix, namespace, None);
-        let (namespace, name) = (namespace.to_owned(), name.to_owned());
-        let encoded = kevents_core::json::to_vec(event)
-            .map(Bytes::from)
-            .map_err(|e| SinkError::Construction(e.to_string()));
-        Box::pin(async move {
-            checked?;
-            let sent = encoded?;
-            let read = this.send(Method::POST, &path, Body::Json(sent)).await?;
-            if read.view().is_success() && read.oversized {
-                return Ok(stored_as_sent(&read, "create", this.inner.max_body));
-            }
-            read.view()
-                .decode_written::<R>(api_version, &namespace, &name)
-                .map(Stored::from)
+            result
         })
     }
 
-    /// `PATCH {prefix}/namespaces/{ns}/events/{name}` with strategic-merge-patch bytes; a
-    /// 2xx whose echo is over the limit counts as stored as sent.
-    pub(crate) fn patch_at<R>(
-        &self,
-        prefix: &'static str,
-        namespace: &str,
-        name: &str,
-        patch: &[u8],
-        api_version: Option<&'static str>,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Stored<R>, SinkError>> + Send + 'static>,
-    >
-    where
-        R: serde::de::DeserializeOwned + 'static,
-    {
-        let this = self.clone();
-        let checked = check_path_names(namespace, Some(name));
-        let path = Self::events_path(prefix, namespace, Some(name));
-        let (namespace, name) = (namespace.to_owned(), name.to_owned());
-        let body = Bytes::copy_from_slice(patch);
-        Box::pin(async move {
-            checked?;
-            let read = this.send(Method::PATCH, &path, Body::Patch(body)).await?;
-            if read.view().is_success() && read.oversized {
-                return Ok(stored_as_sent(&read, "patch", this.inner.max_body));
-            }
-            read.view()
-                .decode_written::<R>(api_version, &namespace, &name)
-                .map(Stored::from)
-        })
-    }
-
-    /// Whether the apiserver serves an API group version: `GET path` answered 2xx (`true`)
-    /// or 404 (`false`); any other answer is an error.
-    ///
-    /// ```no_run
-    /// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), kevents_core::SinkError> {
-    /// let served = sink.api_served("/apis/events.k8s.io/v1").await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn api_served(&self, path: &str) -> Result<bool, SinkError> {
-        let segs: Vec<String> = path
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .map(segment)
-            .collect();
-        let path = format!("/{}", segs.join("/"));
-        let read = self.send(Method::GET, &path, Body::Empty).await?;
-        match read.code {
-            200..=299 => Ok(true),
-            404 => Ok(false),
-            _ => Err(read.view().status_error()),
-        }
-    }
-}
-
-/// A 2xx answer to a create or patch whose body is over the size limit: stored (the 2xx says
-/// so), answered [`Stored::AsSent`] (see kevents-http's `docs/http.md`).
-fn stored_as_sent<R>(read: &Read, verb: &str, limit: usize) -> Stored<R> {
-    tracing::warn!(
-        status = read.code,
-        limit,
-        verb,
-        "apiserver answer larger than the response size limit: the event counts as stored, as sent"
-    );
-    Stored::AsSent
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_encoded() {
-        assert_eq!(
-            KubeSink::events_path("/api/v1", "default", Some("a.b")),
-            "/api/v1/namespaces/default/events/a.b"
-        );
-        assert_eq!(KubeSink::events_path("/api/v1", "", None), "/api/v1/events");
-        assert_eq!(
-            KubeSink::events_path("/api/v1", "x/y", Some("a b?")),
-            "/api/v1/namespaces/x%2Fy/events/a%20b%3F"
-        );
+    fn limits(&self) -> Limits {
+        self.inner.limits
     }
 }

@@ -1,21 +1,28 @@
 //! Paginated event lists of both APIs with bounds on everything a server controls: the
-//! number of pages ([`HttpConfig::max_list_pages`](crate::HttpConfig::max_list_pages)), the
-//! bytes of all answers together
-//! ([`HttpConfig::max_list_bytes`](crate::HttpConfig::max_list_bytes)), and a `continue` token
-//! the server already sent (a list that would never end). [`ListError`] says which.
+//! number of pages ([`Limits::max_list_pages`]), the bytes of all answers together
+//! ([`Limits::max_list_bytes`]), and a `continue` token the server already sent (a list
+//! that would never end). [`ListError`] says which.
 
 use std::collections::HashSet;
 
-use http::Method;
-use kevents_core::SinkError;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
-use crate::client::{Body, HttpSink, status_error, unexpected};
-use crate::config::LIST_PAGE_SIZE;
+use crate::answer::unexpected_object;
+use crate::core_v1::Event;
+use crate::events_v1;
+use crate::status::SinkError;
+
+use super::client::{CORE_V1_PATH, Client, EVENTS_V1_PATH, encode_segment, events_path};
+use super::transport::{LIST_PAGE_SIZE, Limits, Method, Transport};
 
 /// Why a list of events failed. Nothing is returned then: a list is complete or an error.
+///
+/// ```
+/// let e = kevents_core::request::ListError::TooManyPages { limit: 3, items: 750 };
+/// assert_eq!(e.code(), None);
+/// ```
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ListError {
@@ -38,7 +45,7 @@ pub enum ListError {
         "event list: more than {limit} pages ({items} events read); raise max_list_pages if that many are expected"
     )]
     TooManyPages {
-        /// The limit ([`HttpConfig::max_list_pages`](crate::HttpConfig::max_list_pages)).
+        /// The limit ([`Limits::max_list_pages`]).
         limit: usize,
         /// Events read.
         items: usize,
@@ -48,7 +55,7 @@ pub enum ListError {
         "event list: answers larger than {limit} bytes in total ({pages} pages, {items} events read); raise max_list_bytes if that much is expected"
     )]
     TooLarge {
-        /// The limit ([`HttpConfig::max_list_bytes`](crate::HttpConfig::max_list_bytes)).
+        /// The limit ([`Limits::max_list_bytes`]).
         limit: usize,
         /// Pages read completely.
         pages: usize,
@@ -59,11 +66,6 @@ pub enum ListError {
 
 impl ListError {
     /// The HTTP status code, if the server answered a page with an error.
-    ///
-    /// ```
-    /// let e = kevents_http::ListError::TooManyPages { limit: 3, items: 750 };
-    /// assert_eq!(e.code(), None);
-    /// ```
     pub fn code(&self) -> Option<u16> {
         match self {
             ListError::Sink(e) => e.code(),
@@ -84,23 +86,44 @@ struct ListMeta {
 }
 
 #[derive(Deserialize)]
-#[serde(bound = "T: DeserializeOwned")]
-struct List<T> {
+#[serde(bound = "E: DeserializeOwned")]
+struct List<E> {
     #[serde(default)]
-    items: Vec<T>,
+    items: Vec<E>,
     metadata: Option<ListMeta>,
 }
 
-impl HttpSink {
+impl<T: Transport> Client<T> {
+    /// Every core/v1 event of `namespace` (all namespaces for `""`), read in pages of
+    /// [`LIST_PAGE_SIZE`], within the list limits ([`Limits::max_list_pages`] and
+    /// [`Limits::max_list_bytes`]); a server that repeats a `continue` token is an error
+    /// ([`ListError::RepeatedContinue`]), not an endless loop.
+    pub async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, ListError> {
+        self.list_all(CORE_V1_PATH, namespace).await
+    }
+
+    /// Every `events.k8s.io/v1` event of a namespace (all for `""`), paginated and bounded
+    /// like [`Client::list_events`].
+    pub async fn list_events_v1(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<events_v1::Event>, ListError> {
+        self.list_all(EVENTS_V1_PATH, namespace).await
+    }
+
     /// Every event of `namespace` (all for `""`) of the API at `prefix`, in pages of
     /// [`LIST_PAGE_SIZE`], within the list limits.
-    pub(crate) async fn list_all<T: DeserializeOwned>(
+    async fn list_all<E: DeserializeOwned>(
         &self,
-        prefix: &[&str],
+        prefix: &str,
         namespace: &str,
-    ) -> Result<Vec<T>, ListError> {
-        let max_pages = self.inner.max_list_pages;
-        let max_bytes = self.inner.max_list_bytes;
+    ) -> Result<Vec<E>, ListError> {
+        let Limits {
+            max_list_pages: max_pages,
+            max_list_bytes: max_bytes,
+            ..
+        } = self.transport().limits();
+        let base = events_path(prefix, namespace, None)?;
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let mut cont = String::new();
@@ -114,18 +137,17 @@ impl HttpSink {
                     items: out.len(),
                 });
             }
-            let mut url = self.events_url_at(prefix, namespace, None)?;
-            url.query_pairs_mut()
-                .append_pair("limit", &LIST_PAGE_SIZE.to_string());
+            let mut path = format!("{base}?limit={LIST_PAGE_SIZE}");
             if !cont.is_empty() {
-                url.query_pairs_mut().append_pair("continue", &cont);
+                path.push_str("&continue=");
+                path.push_str(&encode_segment(&cont));
             }
             // One page may use all that is left of the byte budget.
             let answer = self
-                .send_capped(Method::GET, url, &Body::Empty, max_bytes - used)
+                .send(Method::Get, path, None, Vec::new(), max_bytes - used)
                 .await?;
-            if !answer.status.is_success() {
-                return Err(status_error(&answer).into());
+            if !answer.answer().is_success() {
+                return Err(answer.answer().status_error().into());
             }
             if answer.oversized {
                 return Err(ListError::TooLarge {
@@ -135,8 +157,8 @@ impl HttpSink {
                 });
             }
             used += answer.body.len();
-            let list: List<T> = serde_json::from_slice(&answer.body)
-                .map_err(|e| unexpected(format_args!("not an event list: {e}")))?;
+            let list: List<E> = serde_json::from_slice(&answer.body)
+                .map_err(|e| unexpected_object(format_args!("not an event list: {e}")))?;
             out.extend(list.items);
             cont = list.metadata.map(|m| m.cont).unwrap_or_default();
             if cont.is_empty() {
