@@ -72,6 +72,8 @@ mod telemetry;
 mod budget;
 mod queue;
 mod registry;
+// What the intake carries and how the broadcaster builds its event (below both).
+mod intake_item;
 // The stages, in the order an event passes them.
 mod broadcaster;
 mod core_v1;
@@ -89,6 +91,7 @@ pub use budget::{
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
 pub use events_v1::{DEFAULT_FRESHNESS, SeriesSinkOptions};
+pub use intake_item::{CoreCalls, EventsV1Config};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
 pub use overflow::Repeats;
@@ -101,8 +104,7 @@ pub use policy::{
 };
 pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
-    CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, ObjectRecorder,
-    RecordError, Recorder,
+    DropReason, Emit, FakeEvent, FakeRecorder, ObjectRecorder, RecordError, Recorder,
 };
 pub use stats::{BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot};
 pub use telemetry::names::describe_metrics;

@@ -17,6 +17,7 @@ use actix::prelude::*;
 use kevents_core::{Correlator, CorrelatorOptions, EventSink};
 
 use crate::budget::WriteBudget;
+use crate::event_pool::EventPool;
 use crate::message::EventMessage;
 use crate::policy::{RetryPolicy, WatcherPolicy};
 use crate::queue::WatcherQueue;
@@ -128,11 +129,12 @@ pub(crate) struct Placement {
 }
 
 /// Starts one chain: the correlator and its supervised sink actor where `placement` says,
-/// writing with `spec`'s budget or else `budget`. Returns the chain, its watcher recipients
-/// and its queue.
+/// writing with `spec`'s budget or else `budget`, giving written events back to `pool`.
+/// Returns the chain, its watcher recipients and its queue.
 pub(crate) fn spawn_chain(
     spec: SinkSpec,
     budget: &WriteBudget,
+    pool: &Arc<EventPool>,
     registry: &Arc<Registry>,
     queue_max_bytes: usize,
     placement: &Placement,
@@ -152,6 +154,7 @@ pub(crate) fn spawn_chain(
         queue_max_bytes,
     ));
     let registry = Arc::clone(registry);
+    let pool = Arc::clone(pool);
     // With a sink arbiter, the correlator runs there and the sink actor on the writer
     // arbiter, or else stays on this arbiter: the two halves of a chain (correlating,
     // writing) then share the work of a burst between threads. Without either, both run here.
@@ -173,6 +176,7 @@ pub(crate) fn spawn_chain(
             budget,
             Some(reply),
             Arc::clone(&counters),
+            Arc::clone(&pool),
             Arc::clone(&registry),
         );
         let sink = match &home {
@@ -187,6 +191,7 @@ pub(crate) fn spawn_chain(
             sink,
             tails,
             counters,
+            pool,
             registry,
         )
     };

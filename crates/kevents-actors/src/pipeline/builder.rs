@@ -13,14 +13,14 @@ use super::thread::spawn_pipeline_thread;
 use crate::broadcaster::Broadcaster;
 use crate::budget::{BudgetOptions, WriteBudget};
 use crate::core_v1::{Placement, SinkOptions, SinkSpec, spawn_chain};
+use crate::event_pool::EventPool;
 use crate::events_v1::{SeriesSinkOptions, SeriesSpec, spawn_series};
+use crate::intake_item::{EventsV1Config, Factories, V1Intake};
 use crate::logging::{LogStyle, LoggingWatcher};
 use crate::message::EventMessage;
 use crate::policy::{IntakePolicy, WatcherPolicy};
 use crate::queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, WatcherQueue};
-use crate::recorder::{
-    Backend, EventsV1Config, Factories, Intake, Recorder, RecorderActor, V1Intake,
-};
+use crate::recorder::{Backend, Intake, Recorder, RecorderActor};
 use crate::registry::Registry;
 
 /// Builds a [`Pipeline`].
@@ -372,7 +372,10 @@ impl PipelineBuilder {
         // not in a caller's first record call.
         let _ = self.clock.now();
         let registry = Arc::new(Registry::new());
-        let mut broadcaster = Broadcaster::new(Arc::clone(&registry));
+        // Written core/v1 events: the core/v1 chains give them back, the broadcaster builds
+        // the next events into them.
+        let pool = Arc::new(EventPool::default());
+        let mut broadcaster = Broadcaster::new(Arc::clone(&registry), Arc::clone(&pool));
 
         if let Some((watcher, policy)) = self.logging {
             let addr = watcher.start();
@@ -388,6 +391,7 @@ impl PipelineBuilder {
             let (chain, recipient, queue) = spawn_chain(
                 spec,
                 &budget,
+                &pool,
                 &registry,
                 self.queue_max_bytes,
                 &self.placement,
@@ -454,6 +458,7 @@ impl PipelineBuilder {
             placement: self.placement,
             queue_max_bytes: self.queue_max_bytes,
             budget,
+            pool,
             registry,
         };
         (recorder, local)

@@ -12,6 +12,7 @@ use super::report::ShutdownReport;
 use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregister};
 use crate::budget::WriteBudget;
 use crate::core_v1::{Placement, ReleaseTails, SinkChain, SinkSpec, StopCorrelator, spawn_chain};
+use crate::event_pool::EventPool;
 use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
@@ -31,6 +32,9 @@ pub(super) struct Local {
     pub(super) queue_max_bytes: usize,
     /// The budget of chains without their own.
     pub(super) budget: WriteBudget,
+    /// Written core/v1 events: the broadcaster builds into them, the core/v1 chains give
+    /// them back.
+    pub(super) pool: Arc<EventPool>,
     pub(super) registry: Arc<Registry>,
 }
 
@@ -61,6 +65,7 @@ impl Local {
         let (chain, recipient, queue) = spawn_chain(
             spec,
             &self.budget,
+            &self.pool,
             &self.registry,
             self.queue_max_bytes,
             &self.placement,
