@@ -501,6 +501,86 @@ async fn retryable_errors_are_retried_with_back_off() {
     p.shutdown(Duration::from_secs(5)).await;
 }
 
+/// An events.k8s.io/v1 sink that panics on its `panic_on`th request (1-based), and otherwise
+/// writes to `api`.
+struct PanicsOnce {
+    api: MemoryApiServer,
+    calls: AtomicU32,
+    panic_on: u32,
+}
+
+impl PanicsOnce {
+    fn call(&self) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.panic_on {
+            panic!("a series sink bug");
+        }
+    }
+}
+
+impl EventsV1Sink for PanicsOnce {
+    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+        self.call();
+        self.api.create_v1(event)
+    }
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+        self.call();
+        self.api.patch_v1(event, patch)
+    }
+}
+
+/// A series sink that panics mid-run is restarted (as a core/v1 sink is) and keeps its queue
+/// and its series cache: no occurrence is lost, the stored series count equals the
+/// occurrences recorded, and the restart is counted.
+#[actix_rt::test]
+async fn a_panicking_series_sink_restarts_and_loses_no_count() {
+    let api = MemoryApiServer::new();
+    tokio::time::pause();
+    let sink = PanicsOnce {
+        api: api.clone(),
+        calls: AtomicU32::new(0),
+        panic_on: 2,
+    };
+    let p = Pipeline::builder(EventSource::new("eventTest", "host"))
+        .clock(Arc::new(TokioClock::new(t0())))
+        .events_v1(EventsV1Config::new(reporter()))
+        .series_sink(
+            "v1",
+            sink,
+            SeriesSinkOptions {
+                retry: RetryPolicy {
+                    randomize_first: false,
+                    ..RetryPolicy::default()
+                },
+                ..Default::default()
+            },
+        )
+        .start();
+    let occurrences = 25;
+    for i in 0..occurrences {
+        p.recorder().event_v1(backoff()).unwrap();
+        if i % 5 == 0 {
+            // Let the writes start mid-run (the 2nd request, the series' first PATCH, panics).
+            p.flush().await.unwrap();
+        }
+    }
+    let report = p.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report}");
+    assert_eq!(report.live_actors, 0, "{report}");
+    let e = only_event(&api);
+    assert_eq!(
+        count(&e),
+        Some(occurrences),
+        "every occurrence in the stored count"
+    );
+    let s = report.stats.series_sink("v1").unwrap();
+    assert_eq!(s.restarts, 1, "{s:#?}");
+    assert_eq!(
+        (s.retry_exhausted, s.abandoned, s.unwritten),
+        (0, 0, 0),
+        "{s:#?}"
+    );
+}
+
 /// The cap: with room for two entries, a third series evicts the least recently observed one,
 /// whose final PATCH keeps its count; the eviction is counted.
 #[actix_rt::test]

@@ -113,6 +113,11 @@ pub(crate) struct SeriesActor {
     counts: SeriesSnapshot,
     counters: Arc<SeriesCounters>,
     registry: Arc<Registry>,
+    /// The sink panicked: the actor stops and its supervisor restarts it (with its cache and
+    /// its queue); nothing starts meanwhile.
+    restarting: bool,
+    /// Stopped for good (`StopSeries`): a restart keeps nothing.
+    abandoned: bool,
 }
 
 impl SeriesActor {
@@ -140,7 +145,19 @@ impl SeriesActor {
             counts: counters.snapshot(),
             counters,
             registry,
+            restarting: false,
+            abandoned: false,
         }
+    }
+
+    /// The sink panicked: stop, so that the supervisor restarts the actor, which keeps its
+    /// series cache and its queue (the write the panic interrupted is tried again first), as
+    /// a core/v1 sink actor does.
+    fn restart(&mut self, ctx: &mut Context<Self>) {
+        self.counts.restarts += 1;
+        self.restarting = true;
+        self.export();
+        ctx.stop();
     }
 
     fn enqueue(&mut self, write: Write, slot: Option<DeliverySlot>) {
@@ -261,6 +278,10 @@ impl KeyedWrites for SeriesActor {
         &mut self.writer
     }
 
+    fn paused(&self) -> bool {
+        self.restarting || self.abandoned
+    }
+
     fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
         let job = self.writer.head_mut(key)?;
         let write = job.write.clone();
@@ -284,8 +305,11 @@ impl KeyedWrites for SeriesActor {
         &mut self,
         key: &Key,
         out: Result<V1WriteOutcome, Panicked>,
-        _: &mut Context<Self>,
+        ctx: &mut Context<Self>,
     ) -> Settle {
+        if self.paused() {
+            return Settle::Done;
+        }
         let health = match &out {
             Ok(o) => Health::of(&o.result),
             Err(_) => Health::Failed,
@@ -297,13 +321,20 @@ impl KeyedWrites for SeriesActor {
         let Some(job) = self.writer.head_mut(key) else {
             return Settle::Done;
         };
-        let out = out.unwrap_or_else(|_| V1WriteOutcome {
-            sent: job.write.clone(),
-            result: Err(SinkError::Transport(
-                "the events.k8s.io/v1 sink panicked".into(),
-            )),
-            recreated: false,
-            step: Step::Retry,
+        // A panic is a failed attempt (the cache learns the series' count is unknown to the
+        // server), then a restart of the actor that keeps its queue.
+        let panicked = out.is_err();
+        let out = out.unwrap_or_else(|Panicked(panic)| {
+            tracing::error!(sink = %self.counts.name, event = %key, panic = %panic,
+                "events.k8s.io/v1 sink panicked; restarting it (queued writes are kept)");
+            V1WriteOutcome {
+                sent: job.write.clone(),
+                result: Err(SinkError::Transport(
+                    "the events.k8s.io/v1 sink panicked".into(),
+                )),
+                recreated: false,
+                step: Step::Retry,
+            }
         });
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
@@ -335,8 +366,14 @@ impl KeyedWrites for SeriesActor {
                     error = ?out.result.as_ref().err(),
                     "events.k8s.io/v1 write failed; retrying"
                 );
-                job.span.record("status", "retry");
                 job.write = out.sent.retry();
+                if panicked {
+                    // Tried again first once the actor has restarted.
+                    job.span.record("status", "panicked");
+                    self.restart(ctx);
+                    return Settle::Done;
+                }
+                job.span.record("status", "retry");
                 job.delay = (!delay.is_zero()).then_some(delay);
                 return Settle::Again;
             }
@@ -375,6 +412,9 @@ impl KeyedWrites for SeriesActor {
             self.stale_at(now);
         }
         self.unwritten_changed = true;
+        if panicked {
+            self.restart(ctx);
+        }
         Settle::Done
     }
 
@@ -392,8 +432,12 @@ impl KeyedWrites for SeriesActor {
 impl Actor for SeriesActor {
     type Context = Context<Self>;
 
-    fn started(&mut self, _: &mut Context<Self>) {
+    fn started(&mut self, ctx: &mut Context<Self>) {
         self.registry.actor_started();
+        // After a restart: the writes kept, and the timers, start again.
+        if !self.abandoned {
+            pump(self, ctx);
+        }
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -401,10 +445,27 @@ impl Actor for SeriesActor {
     }
 }
 
+impl Supervised for SeriesActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // Spawned attempts and timers were discarded with the old context: every write in
+        // flight goes back to the front, in its key's order, and is tried again; the timer is
+        // armed again when the actor starts.
+        self.restarting = false;
+        self.timer = None;
+        self.writer.requeue_in_flight();
+        if self.abandoned {
+            self.writer.clear();
+        }
+    }
+}
+
 impl Handler<EventMessage> for SeriesActor {
     type Result = ();
 
     fn handle(&mut self, msg: EventMessage, ctx: &mut Context<Self>) {
+        if self.abandoned {
+            return;
+        }
         let repeats = msg.repeats();
         let (record, slot) = msg.into_parts();
         let mut slot = Some(slot);
@@ -443,6 +504,9 @@ impl Handler<FlushSeries> for SeriesActor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: FlushSeries, ctx: &mut Context<Self>) -> Self::Result {
+        if self.abandoned {
+            return Box::pin(async {});
+        }
         for w in self.cache.flush() {
             self.enqueue(w, None);
         }
@@ -464,6 +528,9 @@ impl Handler<RefreshSeries> for SeriesActor {
     type Result = ();
 
     fn handle(&mut self, _: RefreshSeries, ctx: &mut Context<Self>) {
+        if self.abandoned {
+            return;
+        }
         let refreshed = self.cache.refresh(self.clock.now(), Duration::ZERO);
         self.counts.refreshed += refreshed.writes.len() as u64;
         for w in refreshed.writes {
@@ -478,6 +545,10 @@ impl Handler<StopSeries> for SeriesActor {
     type Result = u64;
 
     fn handle(&mut self, _: StopSeries, ctx: &mut Context<Self>) -> u64 {
+        if self.abandoned {
+            return 0;
+        }
+        self.abandoned = true;
         let abandoned = self.writer.clear();
         self.counts.abandoned += abandoned;
         self.refresh_unwritten();

@@ -67,9 +67,11 @@ pub(crate) fn spawn_series(
         counters,
         Arc::clone(registry),
     );
+    // Supervised, as a core/v1 sink actor: a panicking sink restarts the actor, which keeps
+    // its series cache and its queue.
     let addr = match arbiter {
-        Some(a) => SeriesActor::start_in_arbiter(a, move |_| actor),
-        None => actor.start(),
+        Some(a) => Supervisor::start_in_arbiter(a, move |_| actor),
+        None => Supervisor::start(move |_| actor),
     };
     let recipient = addr.clone().recipient();
     (
