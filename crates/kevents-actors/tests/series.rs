@@ -776,3 +776,42 @@ async fn packed_v1_paths_store_the_same_event() {
     assert_eq!(stored[1], stored[2]);
     assert_eq!(stored[2], stored[3]);
 }
+
+/// A series chain added to a running pipeline sees every event distributed after the call
+/// (its own series cache), as a core/v1 chain added with `add_sink` does; on the pipeline's
+/// own thread too.
+#[actix_rt::test]
+async fn add_series_sink_sees_later_events() {
+    for own_thread in [false, true] {
+        let first = MemoryApiServer::new();
+        let builder = Pipeline::builder(EventSource::new("eventTest", "host"))
+            .events_v1(EventsV1Config::new(reporter()))
+            .series_sink("one", first.clone(), SeriesSinkOptions::default());
+        let mut p = if own_thread {
+            builder.start_thread().unwrap()
+        } else {
+            builder.start()
+        };
+        assert_eq!(p.runs_on_own_thread(), own_thread);
+        for _ in 0..3 {
+            p.recorder().event_v1(backoff()).unwrap();
+        }
+        p.flush().await.unwrap();
+        let second = MemoryApiServer::new();
+        let watcher = p
+            .add_series_sink("two", second.clone(), SeriesSinkOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(watcher.name(), "series:two");
+        for _ in 0..2 {
+            p.recorder().event_v1(backoff()).unwrap();
+        }
+        let report = p.shutdown(Duration::from_secs(10)).await;
+        assert!(report.completed, "{report}");
+        assert_eq!(report.live_actors, 0, "{report}");
+        // The first chain counted all five, the second only the two after it was added.
+        assert_eq!(count(&only_event(&first)), Some(5));
+        assert_eq!(count(&only_event(&second)), Some(2));
+        assert_eq!(report.stats.series.len(), 2);
+    }
+}

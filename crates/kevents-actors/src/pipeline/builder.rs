@@ -429,7 +429,7 @@ impl PipelineBuilder {
         let (intake, rx, shared) = Intake::channel(
             self.intake,
             self.intake_max_bytes,
-            self.clock,
+            Arc::clone(&self.clock),
             Arc::clone(&registry),
             v1.clone(),
         );
@@ -457,6 +457,7 @@ impl PipelineBuilder {
             series,
             placement: self.placement,
             queue_max_bytes: self.queue_max_bytes,
+            clock: self.clock,
             budget,
             pool,
             registry,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use kevents_core::SharedClock;
 
 use super::error::{PipelineError, WatcherHandle};
 use super::report::ShutdownReport;
@@ -13,7 +14,7 @@ use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregi
 use crate::budget::WriteBudget;
 use crate::core_v1::{Placement, ReleaseTails, SinkChain, SinkSpec, StopCorrelator, spawn_chain};
 use crate::event_pool::EventPool;
-use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
+use crate::events_v1::{FlushSeries, SeriesChain, SeriesSpec, StopSeries, spawn_series};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::queue::WatcherQueue;
@@ -30,6 +31,8 @@ pub(super) struct Local {
     /// Where the sink chains' actors run (`PipelineBuilder::sink_arbiter`, `writer_arbiter`).
     pub(super) placement: Placement,
     pub(super) queue_max_bytes: usize,
+    /// The clock of series chains without their own (`PipelineBuilder::clock`).
+    pub(super) clock: SharedClock,
     /// The budget of chains without their own.
     pub(super) budget: WriteBudget,
     /// Written core/v1 events: the broadcaster builds into them, the core/v1 chains give
@@ -78,6 +81,32 @@ impl Local {
             .send(Register {
                 recipient,
                 batch,
+                queue,
+            })
+            .await
+            .map_err(|_| PipelineError::Shutdown)?;
+        Ok(WatcherHandle::new(id, name))
+    }
+
+    pub(super) async fn add_series_sink(
+        &mut self,
+        spec: SeriesSpec,
+    ) -> Result<WatcherHandle, PipelineError> {
+        let name = format!("series:{}", spec.name);
+        let (chain, recipient, policy) = spawn_series(
+            spec,
+            &self.budget,
+            &self.clock,
+            &self.registry,
+            self.placement.correlator.as_ref(),
+        );
+        let queue = Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes));
+        self.series.push(chain);
+        let id = self
+            .broadcaster
+            .send(Register {
+                recipient,
+                batch: None,
                 queue,
             })
             .await
