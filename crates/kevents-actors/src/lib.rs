@@ -76,6 +76,7 @@ mod registry;
 mod intake_item;
 // The stages, in the order an event passes them.
 mod broadcaster;
+mod chain;
 mod core_v1;
 mod events_v1;
 mod logging;
