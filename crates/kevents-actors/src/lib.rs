@@ -11,9 +11,9 @@
 //!           │                  │                   │               │  drop-if-full | backpressure)
 //!           ▼                  ▼                   ▼               ▼
 //!    LoggingWatcher       your actors      core/v1 chain:     events.k8s.io/v1 chain:
-//!                                          CorrelatorActor    SeriesActor (series cache,
-//!                                           │WriteBatch ▲      timers, shutdown flush)
-//!                                           ▼           │           │
+//!                                          CorrelatorActor    SeriesActor (Supervisor;
+//!                                           │WriteBatch ▲      series cache, timers,
+//!                                           ▼           │      shutdown flush)
 //!                                          SinkActor ───┘ WriteDone  │
 //!                                          (Supervisor)              │
 //!                                           └── keyed writer engine ─┘── EventSink / EventsV1Sink
@@ -26,8 +26,11 @@
 //! * [`Pipeline`]: built with [`Pipeline::builder`]; [`Pipeline::shutdown`] drains everything
 //!   within a deadline and returns a [`ShutdownReport`].
 //! * Watchers are any actix actor handling [`EventMessage`], registered with a
-//!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`]) and an
-//!   events.k8s.io/v1 series chain ([`PipelineBuilder::series_sink`]) are watchers too.
+//!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`],
+//!   [`Pipeline::add_sink`]) and an events.k8s.io/v1 series chain
+//!   ([`PipelineBuilder::series_sink`], [`Pipeline::add_series_sink`]) are watchers too,
+//!   peers: spawned the same way, counted the same way, and a panicking sink of either
+//!   restarts its supervised actor, which keeps its queue.
 //! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`stats`]).
 //! * [`FakeRecorder`] for users' unit tests.
 //!
