@@ -11,9 +11,9 @@
 //!           │                  │                   │               │  drop-if-full | backpressure)
 //!           ▼                  ▼                   ▼               ▼
 //!    LoggingWatcher       your actors      core/v1 chain:     events.k8s.io/v1 chain:
-//!                                          CorrelatorActor    SeriesActor (series cache,
-//!                                           │WriteBatch ▲      timers, shutdown flush)
-//!                                           ▼           │           │
+//!                                          CorrelatorActor    SeriesActor (Supervisor;
+//!                                           │WriteBatch ▲      series cache, timers,
+//!                                           ▼           │      shutdown flush)
 //!                                          SinkActor ───┘ WriteDone  │
 //!                                          (Supervisor)              │
 //!                                           └── keyed writer engine ─┘── EventSink / EventsV1Sink
@@ -26,8 +26,11 @@
 //! * [`Pipeline`]: built with [`Pipeline::builder`]; [`Pipeline::shutdown`] drains everything
 //!   within a deadline and returns a [`ShutdownReport`].
 //! * Watchers are any actix actor handling [`EventMessage`], registered with a
-//!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`]) and an
-//!   events.k8s.io/v1 series chain ([`PipelineBuilder::series_sink`]) are watchers too.
+//!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`],
+//!   [`Pipeline::add_sink`]) and an events.k8s.io/v1 series chain
+//!   ([`PipelineBuilder::series_sink`], [`Pipeline::add_series_sink`]) are watchers too,
+//!   peers: spawned the same way, counted the same way, and a panicking sink of either
+//!   restarts its supervised actor, which keeps its queue.
 //! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`stats`]).
 //! * [`FakeRecorder`] for users' unit tests.
 //!
@@ -72,8 +75,11 @@ mod telemetry;
 mod budget;
 mod queue;
 mod registry;
+// What the intake carries and how the broadcaster builds its event (below both).
+mod intake_item;
 // The stages, in the order an event passes them.
 mod broadcaster;
+mod chain;
 mod core_v1;
 mod events_v1;
 mod logging;
@@ -89,6 +95,7 @@ pub use budget::{
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
 pub use events_v1::{DEFAULT_FRESHNESS, SeriesSinkOptions};
+pub use intake_item::{CoreCalls, EventsV1Config};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
 pub use overflow::Repeats;
@@ -101,8 +108,7 @@ pub use policy::{
 };
 pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
-    CoreCalls, DropReason, Emit, EventsV1Config, FakeEvent, FakeRecorder, ObjectRecorder,
-    RecordError, Recorder,
+    DropReason, Emit, FakeEvent, FakeRecorder, ObjectRecorder, RecordError, Recorder,
 };
 pub use stats::{BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot};
 pub use telemetry::names::describe_metrics;

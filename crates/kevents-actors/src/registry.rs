@@ -1,12 +1,12 @@
 //! What every actor of one pipeline shares: the intake's counters, every watcher queue,
 //! every sink and series chain's counters, and the count of live actors. It assembles
-//! [`StatsSnapshot`]s; it decides nothing.
+//! [`StatsSnapshot`]s; it decides nothing and carries nothing between stages (the pipeline's
+//! `EventPool` is handed to the broadcaster and the core/v1 chains themselves).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::budget::WriteBudget;
-use crate::event_pool::EventPool;
 use crate::queue::{IntakeBytes, WatcherQueue};
 use crate::stats::StatsSnapshot;
 use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
@@ -15,8 +15,6 @@ use crate::telemetry::{IntakeCounters, SeriesCounters, SinkCounters};
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub(crate) intake: IntakeCounters,
-    /// Written core/v1 events, to build the next ones in place.
-    pub(crate) events: EventPool,
     intake_bytes: OnceLock<Arc<IntakeBytes>>,
     watchers: Mutex<Vec<Arc<WatcherQueue>>>,
     sinks: Mutex<Vec<Arc<SinkCounters>>>,
@@ -33,7 +31,6 @@ impl Registry {
     pub(crate) fn new() -> Self {
         Registry {
             intake: IntakeCounters::new(),
-            events: EventPool::default(),
             intake_bytes: OnceLock::new(),
             watchers: Mutex::new(Vec::new()),
             sinks: Mutex::new(Vec::new()),

@@ -301,6 +301,9 @@ pub struct SeriesSnapshot {
     /// Occurrences of open series the server is not known to have yet (counted in memory
     /// since each series' last successful write): what a crash would lose now.
     pub unwritten: u64,
+    /// Supervisor restarts of the series actor (its sink panicked; the series cache and the
+    /// queued writes are kept, as a core/v1 sink actor's).
+    pub restarts: u64,
 }
 
 impl SeriesSnapshot {

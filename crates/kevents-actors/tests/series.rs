@@ -501,6 +501,86 @@ async fn retryable_errors_are_retried_with_back_off() {
     p.shutdown(Duration::from_secs(5)).await;
 }
 
+/// An events.k8s.io/v1 sink that panics on its `panic_on`th request (1-based), and otherwise
+/// writes to `api`.
+struct PanicsOnce {
+    api: MemoryApiServer,
+    calls: AtomicU32,
+    panic_on: u32,
+}
+
+impl PanicsOnce {
+    fn call(&self) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.panic_on {
+            panic!("a series sink bug");
+        }
+    }
+}
+
+impl EventsV1Sink for PanicsOnce {
+    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+        self.call();
+        self.api.create_v1(event)
+    }
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+        self.call();
+        self.api.patch_v1(event, patch)
+    }
+}
+
+/// A series sink that panics mid-run is restarted (as a core/v1 sink is) and keeps its queue
+/// and its series cache: no occurrence is lost, the stored series count equals the
+/// occurrences recorded, and the restart is counted.
+#[actix_rt::test]
+async fn a_panicking_series_sink_restarts_and_loses_no_count() {
+    let api = MemoryApiServer::new();
+    tokio::time::pause();
+    let sink = PanicsOnce {
+        api: api.clone(),
+        calls: AtomicU32::new(0),
+        panic_on: 2,
+    };
+    let p = Pipeline::builder(EventSource::new("eventTest", "host"))
+        .clock(Arc::new(TokioClock::new(t0())))
+        .events_v1(EventsV1Config::new(reporter()))
+        .series_sink(
+            "v1",
+            sink,
+            SeriesSinkOptions {
+                retry: RetryPolicy {
+                    randomize_first: false,
+                    ..RetryPolicy::default()
+                },
+                ..Default::default()
+            },
+        )
+        .start();
+    let occurrences = 25;
+    for i in 0..occurrences {
+        p.recorder().event_v1(backoff()).unwrap();
+        if i % 5 == 0 {
+            // Let the writes start mid-run (the 2nd request, the series' first PATCH, panics).
+            p.flush().await.unwrap();
+        }
+    }
+    let report = p.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report}");
+    assert_eq!(report.live_actors, 0, "{report}");
+    let e = only_event(&api);
+    assert_eq!(
+        count(&e),
+        Some(occurrences),
+        "every occurrence in the stored count"
+    );
+    let s = report.stats.series_sink("v1").unwrap();
+    assert_eq!(s.restarts, 1, "{s:#?}");
+    assert_eq!(
+        (s.retry_exhausted, s.abandoned, s.unwritten),
+        (0, 0, 0),
+        "{s:#?}"
+    );
+}
+
 /// The cap: with room for two entries, a third series evicts the least recently observed one,
 /// whose final PATCH keeps its count; the eviction is counted.
 #[actix_rt::test]
@@ -695,4 +775,43 @@ async fn packed_v1_paths_store_the_same_event() {
     assert_eq!(stored[0], stored[1]);
     assert_eq!(stored[1], stored[2]);
     assert_eq!(stored[2], stored[3]);
+}
+
+/// A series chain added to a running pipeline sees every event distributed after the call
+/// (its own series cache), as a core/v1 chain added with `add_sink` does; on the pipeline's
+/// own thread too.
+#[actix_rt::test]
+async fn add_series_sink_sees_later_events() {
+    for own_thread in [false, true] {
+        let first = MemoryApiServer::new();
+        let builder = Pipeline::builder(EventSource::new("eventTest", "host"))
+            .events_v1(EventsV1Config::new(reporter()))
+            .series_sink("one", first.clone(), SeriesSinkOptions::default());
+        let mut p = if own_thread {
+            builder.start_thread().unwrap()
+        } else {
+            builder.start()
+        };
+        assert_eq!(p.runs_on_own_thread(), own_thread);
+        for _ in 0..3 {
+            p.recorder().event_v1(backoff()).unwrap();
+        }
+        p.flush().await.unwrap();
+        let second = MemoryApiServer::new();
+        let watcher = p
+            .add_series_sink("two", second.clone(), SeriesSinkOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(watcher.name(), "series:two");
+        for _ in 0..2 {
+            p.recorder().event_v1(backoff()).unwrap();
+        }
+        let report = p.shutdown(Duration::from_secs(10)).await;
+        assert!(report.completed, "{report}");
+        assert_eq!(report.live_actors, 0, "{report}");
+        // The first chain counted all five, the second only the two after it was added.
+        assert_eq!(count(&only_event(&first)), Some(5));
+        assert_eq!(count(&only_event(&second)), Some(2));
+        assert_eq!(report.stats.series.len(), 2);
+    }
 }

@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use actix::Recipient;
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::event_pool::EventPool;
+use crate::intake_item::{Factories, Item, build};
 use crate::message::{DeliverySlot, EventBatch, EventMessage, Recorded};
 use crate::overflow::{Repeats, stands_for as times};
 use crate::queue::{Pending, Spill, WatcherQueue};
-use crate::recorder::{Factories, Item, build};
 use crate::registry::Registry;
 
 /// Identifies a registered watcher.
@@ -239,6 +240,8 @@ pub(crate) struct Distribution {
     lanes: Vec<Lane>,
     items: std::vec::IntoIter<Item>,
     factory: Arc<Factories>,
+    /// Written core/v1 events to build into.
+    pool: Arc<EventPool>,
     registry: Arc<Registry>,
     /// The event waiting for a backpressure watcher.
     pub(crate) current: Option<Current>,
@@ -251,6 +254,7 @@ impl Distribution {
         watchers: Vec<Arc<WatcherEntry>>,
         items: Vec<Item>,
         factory: Arc<Factories>,
+        pool: Arc<EventPool>,
         registry: Arc<Registry>,
         next_seq: u64,
     ) -> Self {
@@ -260,6 +264,7 @@ impl Distribution {
             lanes,
             items: items.into_iter(),
             factory,
+            pool,
             registry,
             current: None,
             next_seq,
@@ -322,7 +327,7 @@ impl Distribution {
                 if record.is_none() {
                     record = item
                         .take()
-                        .and_then(|it| build(&self.factory, it, &self.registry));
+                        .and_then(|it| build(&self.factory, it, &self.pool, &self.registry.intake));
                     if record.is_none() {
                         // Unreachable in practice (checked at the call); counted as invalid,
                         // not as distributed.

@@ -9,9 +9,10 @@ use std::sync::atomic::Ordering;
 
 use actix::prelude::*;
 
+use crate::event_pool::EventPool;
+use crate::intake_item::{Factories, Item};
 use crate::message::{EventBatch, EventMessage};
 use crate::queue::WatcherQueue;
-use crate::recorder::{Factories, Item};
 use crate::registry::Registry;
 pub use distribution::WatcherId;
 use distribution::{Distribution, WatcherEntry, drain_overflow};
@@ -55,16 +56,20 @@ pub(crate) struct Broadcaster {
     next_id: u64,
     /// Coalescing watchers whose overflow waits for room (one waiter each).
     waiting: HashSet<WatcherId>,
+    /// Written core/v1 events, given back by the core/v1 chains, to build the next ones into.
+    pool: Arc<EventPool>,
     registry: Arc<Registry>,
 }
 
 impl Broadcaster {
-    pub(crate) fn new(registry: Arc<Registry>) -> Self {
+    /// A broadcaster building core/v1 events into the records of `pool`.
+    pub(crate) fn new(registry: Arc<Registry>, pool: Arc<EventPool>) -> Self {
         Broadcaster {
             watchers: Vec::new(),
             next_seq: 0,
             next_id: 0,
             waiting: HashSet::new(),
+            pool,
             registry,
         }
     }
@@ -147,6 +152,7 @@ impl Handler<Publish> for Broadcaster {
             self.watchers.clone(),
             msg.0,
             msg.1,
+            Arc::clone(&self.pool),
             Arc::clone(&self.registry),
             self.next_seq,
         );

@@ -14,6 +14,7 @@ use kevents_core::{Correlator, CorrelatorOptions};
 use super::sink::{
     Abandon, CorrelatedWrite, Learned, SinkActor, WhenIdle, WriteBatch, WriteDoneBatch,
 };
+use crate::event_pool::EventPool;
 use crate::fast_map::FastMap;
 use crate::message::{DeliverySlot, EventBatch, EventMessage, SharedCore, core_repeat};
 use crate::registry::Registry;
@@ -90,6 +91,8 @@ pub(crate) struct CorrelatorActor {
     /// Reused to build keys.
     key_buf: String,
     counters: Arc<SinkCounters>,
+    /// Where events learnt from as sent go back to, to be built into again.
+    pool: Arc<EventPool>,
     registry: Arc<Registry>,
 }
 
@@ -99,6 +102,7 @@ impl CorrelatorActor {
         sink: Addr<SinkActor>,
         tails: Option<Tails>,
         counters: Arc<SinkCounters>,
+        pool: Arc<EventPool>,
         registry: Arc<Registry>,
     ) -> Self {
         CorrelatorActor {
@@ -108,6 +112,7 @@ impl CorrelatorActor {
             in_flight: FastMap::default(),
             key_buf: String::new(),
             counters,
+            pool,
             registry,
         }
     }
@@ -359,7 +364,7 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
             // An event learnt from as sent is usually held by nobody else now: built again
             // in place by the broadcaster rather than freed here and allocated there.
             if let Some(Learned::Sent(sent)) = done.stored {
-                self.registry.events.give(sent.into_record());
+                self.pool.give(sent.into_record());
             }
         }
     }

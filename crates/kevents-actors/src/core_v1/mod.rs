@@ -17,10 +17,9 @@ use actix::prelude::*;
 use kevents_core::{Correlator, CorrelatorOptions, EventSink};
 
 use crate::budget::WriteBudget;
-use crate::message::EventMessage;
+use crate::chain::{ChainEnv, ChainSpec, Spawned};
 use crate::policy::{RetryPolicy, WatcherPolicy};
 use crate::queue::WatcherQueue;
-use crate::registry::Registry;
 use crate::telemetry::SinkCounters;
 pub use correlator::TAIL_CHECK;
 use correlator::Tails;
@@ -118,84 +117,82 @@ pub(crate) struct SinkSpec {
     pub(crate) options: SinkOptions,
 }
 
-/// Where the chains' actors run (`None`: the arbiter that starts the chain).
-#[derive(Clone, Default)]
-pub(crate) struct Placement {
-    /// The correlators' (and series actors') arbiter (`PipelineBuilder::sink_arbiter`).
-    pub(crate) correlator: Option<ArbiterHandle>,
-    /// The sink actors' arbiter (`PipelineBuilder::writer_arbiter`).
-    pub(crate) writer: Option<ArbiterHandle>,
-}
+impl ChainSpec for SinkSpec {
+    type Chain = SinkChain;
 
-/// Starts one chain: the correlator and its supervised sink actor where `placement` says,
-/// writing with `spec`'s budget or else `budget`. Returns the chain, its watcher recipients
-/// and its queue.
-pub(crate) fn spawn_chain(
-    spec: SinkSpec,
-    budget: &WriteBudget,
-    registry: &Arc<Registry>,
-    queue_max_bytes: usize,
-    placement: &Placement,
-) -> (SinkChain, Recipient<EventMessage>, Arc<WatcherQueue>) {
-    let arbiter = placement.correlator.as_ref();
-    let counters = Arc::new(SinkCounters::new(&spec.name));
-    registry.add_sink(Arc::clone(&counters));
-    let budget = spec
-        .options
-        .budget
-        .clone()
-        .unwrap_or_else(|| budget.clone());
-    registry.add_budget(&budget);
-    let queue = Arc::new(WatcherQueue::new(
-        &format!("sink:{}", spec.name),
-        spec.options.delivery,
-        queue_max_bytes,
-    ));
-    let registry = Arc::clone(registry);
-    // With a sink arbiter, the correlator runs there and the sink actor on the writer
-    // arbiter, or else stays on this arbiter: the two halves of a chain (correlating,
-    // writing) then share the work of a burst between threads. Without either, both run here.
-    let home = match (&placement.writer, arbiter) {
-        (Some(w), _) => Some(w.clone()),
-        (None, Some(_)) => Some(Arbiter::current()),
-        (None, None) => None,
-    };
-    // Runs on the thread of the arbiter the correlator starts on.
-    let build = move |ctx: &mut Context<CorrelatorActor>| {
-        let options = spec.options;
-        let reply = ctx.address().recipient().downgrade();
-        let actor = SinkActor::new(
-            spec.sink,
-            options.rebuild.clone(),
-            options.retry.clone(),
-            options.max_in_flight,
-            options.coalesce,
-            budget,
-            Some(reply),
-            Arc::clone(&counters),
-            Arc::clone(&registry),
-        );
-        let sink = match &home {
-            Some(home) => Supervisor::start_in_arbiter(home, move |_| actor),
-            None => Supervisor::start(move |_| actor),
+    /// The correlator and its supervised sink actor where `env.placement` says, writing with
+    /// the spec's budget or else `env.budget`, giving written events back to `env.pool`; its
+    /// queue is `sink:<name>`, and it takes batches.
+    fn spawn(self, env: &ChainEnv) -> Spawned<SinkChain> {
+        let spec = self;
+        let arbiter = env.placement.correlator.as_ref();
+        let counters = Arc::new(SinkCounters::new(&spec.name));
+        env.registry.add_sink(Arc::clone(&counters));
+        let budget = spec
+            .options
+            .budget
+            .clone()
+            .unwrap_or_else(|| env.budget.clone());
+        env.registry.add_budget(&budget);
+        let queue = Arc::new(WatcherQueue::new(
+            &format!("sink:{}", spec.name),
+            spec.options.delivery,
+            env.queue_max_bytes,
+        ));
+        let registry = Arc::clone(&env.registry);
+        let pool = Arc::clone(&env.pool);
+        // With a sink arbiter, the correlator runs there and the sink actor on the writer
+        // arbiter, or else stays on this arbiter: the two halves of a chain (correlating,
+        // writing) then share the work of a burst between threads. Without either, both run
+        // here.
+        let home = match (&env.placement.writer, arbiter) {
+            (Some(w), _) => Some(w.clone()),
+            (None, Some(_)) => Some(Arbiter::current()),
+            (None, None) => None,
         };
-        let tails = options
-            .defer_spam_tails
-            .then(|| Tails::new(&options.correlator));
-        CorrelatorActor::new(
-            Correlator::new(options.correlator),
-            sink,
-            tails,
-            counters,
-            registry,
-        )
-    };
-    let correlator = match arbiter {
-        Some(a) => CorrelatorActor::start_in_arbiter(a, build),
-        None => CorrelatorActor::create(build),
-    };
-    let recipient = correlator.clone().recipient();
-    (SinkChain { correlator }, recipient, queue)
+        // Runs on the thread of the arbiter the correlator starts on.
+        let build = move |ctx: &mut Context<CorrelatorActor>| {
+            let options = spec.options;
+            let reply = ctx.address().recipient().downgrade();
+            let actor = SinkActor::new(
+                spec.sink,
+                options.rebuild.clone(),
+                options.retry.clone(),
+                options.max_in_flight,
+                options.coalesce,
+                budget,
+                Some(reply),
+                Arc::clone(&counters),
+                Arc::clone(&pool),
+                Arc::clone(&registry),
+            );
+            let sink = match &home {
+                Some(home) => Supervisor::start_in_arbiter(home, move |_| actor),
+                None => Supervisor::start(move |_| actor),
+            };
+            let tails = options
+                .defer_spam_tails
+                .then(|| Tails::new(&options.correlator));
+            CorrelatorActor::new(
+                Correlator::new(options.correlator),
+                sink,
+                tails,
+                counters,
+                pool,
+                registry,
+            )
+        };
+        let correlator = match arbiter {
+            Some(a) => CorrelatorActor::start_in_arbiter(a, build),
+            None => CorrelatorActor::create(build),
+        };
+        Spawned {
+            recipient: correlator.clone().recipient(),
+            batch: Some(correlator.clone().recipient()),
+            chain: SinkChain { correlator },
+            queue,
+        }
+    }
 }
 
 /// A running chain as the pipeline keeps it.

@@ -155,6 +155,8 @@ pub(crate) struct SinkActor {
     /// Ends of writes not yet reported (sent together at the end of each pump).
     done: Vec<WriteDone>,
     counters: Arc<SinkCounters>,
+    /// Where the events its writes sent go back to once the server's copy is learnt from.
+    pool: Arc<EventPool>,
     registry: Arc<Registry>,
     abandoned: bool,
     restarting: bool,
@@ -173,6 +175,7 @@ impl SinkActor {
         budget: WriteBudget,
         reply: Option<WeakRecipient<WriteDoneBatch>>,
         counters: Arc<SinkCounters>,
+        pool: Arc<EventPool>,
         registry: Arc<Registry>,
     ) -> Self {
         SinkActor {
@@ -183,6 +186,7 @@ impl SinkActor {
             reply,
             done: Vec::new(),
             counters,
+            pool,
             registry,
             abandoned: false,
             restarting: false,
@@ -302,8 +306,7 @@ impl KeyedWrites for SinkActor {
                             WriteKind::Recreate => "recreated",
                         },
                     );
-                    let pool = &self.registry.events;
-                    let learned = Learned::of(outcome.kind, stored, job.write.event, pool);
+                    let learned = Learned::of(outcome.kind, stored, job.write.event, &self.pool);
                     self.ended(key, WriteEnd::Stored(outcome.kind), Some(learned));
                 }
                 return Settle::Done;

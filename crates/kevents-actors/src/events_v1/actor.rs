@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use kevents_core::events_v1::{
     EventsV1Sink, SeriesCache, Step, V1WriteOutcome, Write, WriteReason, write_once,
 };
-use kevents_core::{SharedClock, SinkError, Time};
+use kevents_core::{SharedClock, SinkError, Time, WriteKind};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -17,12 +17,11 @@ use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::message::{DeliverySlot, EventMessage, Recorded, v1_repeat};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
-use crate::stats::SeriesSnapshot;
-use crate::telemetry::SeriesCounters;
+use crate::telemetry::{SeriesCounters, SeriesWriteEnd};
 use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
 /// Shortest time between two walks of the cache summing the occurrences the server lacks
-/// ([`SeriesSnapshot::unwritten`]) after writes ended.
+/// ([`SeriesSnapshot::unwritten`](crate::SeriesSnapshot::unwritten)) after writes ended.
 const UNWRITTEN_EVERY: Duration = Duration::from_millis(20);
 
 /// Shortest sleep of the timer.
@@ -104,15 +103,22 @@ pub(crate) struct SeriesActor {
     /// Live counts: the interval, and when the next series whose count grew is due.
     freshness: Option<Duration>,
     fresh_due: Option<Time>,
-    /// A write ended or a series was evicted since `counts.unwritten` was last summed; when
+    /// A write ended or a series was evicted since `unwritten` was last summed; when
     /// that was.
     unwritten_changed: bool,
     unwritten_at: std::time::Instant,
     waiters: Vec<oneshot::Sender<()>>,
-    /// The chain's counters, kept here and published by [`SeriesActor::export`].
-    counts: SeriesSnapshot,
+    /// Occurrences of open series the server is not known to have (a gauge, published by
+    /// [`SeriesActor::export`]).
+    unwritten: u64,
+    /// The chain's counters: typed events, counted when they happen.
     counters: Arc<SeriesCounters>,
     registry: Arc<Registry>,
+    /// The sink panicked: the actor stops and its supervisor restarts it (with its cache and
+    /// its queue); nothing starts meanwhile.
+    restarting: bool,
+    /// Stopped for good (`StopSeries`): a restart keeps nothing.
+    abandoned: bool,
 }
 
 impl SeriesActor {
@@ -137,10 +143,22 @@ impl SeriesActor {
             unwritten_changed: false,
             unwritten_at: std::time::Instant::now(),
             waiters: Vec::new(),
-            counts: counters.snapshot(),
+            unwritten: 0,
             counters,
             registry,
+            restarting: false,
+            abandoned: false,
         }
+    }
+
+    /// The sink panicked: stop, so that the supervisor restarts the actor, which keeps its
+    /// series cache and its queue (the write the panic interrupted is tried again first), as
+    /// a core/v1 sink actor does.
+    fn restart(&mut self, ctx: &mut Context<Self>) {
+        self.counters.restarted();
+        self.restarting = true;
+        self.export();
+        ctx.stop();
     }
 
     fn enqueue(&mut self, write: Write, slot: Option<DeliverySlot>) {
@@ -150,7 +168,7 @@ impl SeriesActor {
         key.push('/');
         key.push_str(&e.metadata.name);
         if self.writer.push(Arc::from(key), write, slot) {
-            self.counts.superseded += 1;
+            self.counters.write_ended(SeriesWriteEnd::Superseded);
         }
     }
 
@@ -161,7 +179,7 @@ impl SeriesActor {
         if observed.write.is_none() {
             // Counted in memory (one more occurrence the server lacks): written again within
             // `freshness` at the latest.
-            self.counts.unwritten += 1;
+            self.unwritten += 1;
             self.stale_at(now);
         }
         if observed.evicted.is_some() {
@@ -224,7 +242,7 @@ impl SeriesActor {
         {
             let refreshed = self.cache.refresh(now, every);
             self.fresh_due = refreshed.next;
-            self.counts.refreshed += refreshed.writes.len() as u64;
+            self.counters.refreshed(refreshed.writes.len() as u64);
             for w in refreshed.writes {
                 self.enqueue(w, None);
             }
@@ -234,21 +252,20 @@ impl SeriesActor {
     }
 
     fn refresh_unwritten(&mut self) {
-        self.counts.unwritten = self.cache.unwritten();
+        self.unwritten = self.cache.unwritten();
         self.unwritten_changed = false;
         self.unwritten_at = std::time::Instant::now();
     }
 
     fn export(&mut self) {
-        self.counts.cache = self.cache.stats();
-        self.counts.queued = self.writer.len() as u64;
+        self.counters.cache(&self.cache.stats());
         // Occurrences counted in memory are added as they come; what a write's end changes
         // (a failure makes a series' count unknown) needs a walk of the cache: at most every
         // UNWRITTEN_EVERY (and on every timer tick).
         if self.unwritten_changed && self.unwritten_at.elapsed() >= UNWRITTEN_EVERY {
             self.refresh_unwritten();
         }
-        self.counters.publish(&self.counts);
+        self.counters.gauges(self.writer.len(), self.unwritten);
     }
 }
 
@@ -261,13 +278,17 @@ impl KeyedWrites for SeriesActor {
         &mut self.writer
     }
 
+    fn paused(&self) -> bool {
+        self.restarting || self.abandoned
+    }
+
     fn start(&mut self, key: &Key) -> Option<Self::Attempt> {
         let job = self.writer.head_mut(key)?;
         let write = job.write.clone();
-        self.counts.attempts += 1;
+        self.counters.attempt();
         job.span = tracing::debug_span!(
             "kevents.write",
-            sink = %self.counts.name,
+            sink = %self.counters.name(),
             event = %key,
             verb = if write.is_create() { "create" } else { "patch" },
             reason = write.reason().as_str(),
@@ -284,8 +305,11 @@ impl KeyedWrites for SeriesActor {
         &mut self,
         key: &Key,
         out: Result<V1WriteOutcome, Panicked>,
-        _: &mut Context<Self>,
+        ctx: &mut Context<Self>,
     ) -> Settle {
+        if self.paused() {
+            return Settle::Done;
+        }
         let health = match &out {
             Ok(o) => Health::of(&o.result),
             Err(_) => Health::Failed,
@@ -297,33 +321,36 @@ impl KeyedWrites for SeriesActor {
         let Some(job) = self.writer.head_mut(key) else {
             return Settle::Done;
         };
-        let out = out.unwrap_or_else(|_| V1WriteOutcome {
-            sent: job.write.clone(),
-            result: Err(SinkError::Transport(
-                "the events.k8s.io/v1 sink panicked".into(),
-            )),
-            recreated: false,
-            step: Step::Retry,
+        // A panic is a failed attempt (the cache learns the series' count is unknown to the
+        // server), then a restart of the actor that keeps its queue.
+        let panicked = out.is_err();
+        let out = out.unwrap_or_else(|Panicked(panic)| {
+            tracing::error!(sink = %self.counters.name(), event = %key, panic = %panic,
+                "events.k8s.io/v1 sink panicked; restarting it (queued writes are kept)");
+            V1WriteOutcome {
+                sent: job.write.clone(),
+                result: Err(SinkError::Transport(
+                    "the events.k8s.io/v1 sink panicked".into(),
+                )),
+                recreated: false,
+                step: Step::Retry,
+            }
         });
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
         let mut stale = false;
-        let c = &mut self.counts;
+        let c = Arc::clone(&self.counters);
         let status = match step {
             Step::Stored => {
-                let status = if out.recreated {
-                    c.recreated += 1;
-                    "recreated"
+                let (kind, status) = if out.recreated {
+                    (WriteKind::Recreate, "recreated")
                 } else if out.sent.is_create() {
-                    c.created += 1;
-                    "created"
+                    (WriteKind::Create, "created")
                 } else {
-                    c.patched += 1;
-                    "patched"
+                    (WriteKind::Patch, "patched")
                 };
-                if reason == WriteReason::Flush {
-                    c.flush_written += 1;
-                }
+                let flush = reason == WriteReason::Flush;
+                c.write_ended(SeriesWriteEnd::Stored { kind, flush });
                 status
             }
             Step::Retry if attempt < self.retry.attempts() => {
@@ -335,13 +362,19 @@ impl KeyedWrites for SeriesActor {
                     error = ?out.result.as_ref().err(),
                     "events.k8s.io/v1 write failed; retrying"
                 );
-                job.span.record("status", "retry");
                 job.write = out.sent.retry();
+                if panicked {
+                    // Tried again first once the actor has restarted.
+                    job.span.record("status", "panicked");
+                    self.restart(ctx);
+                    return Settle::Done;
+                }
+                job.span.record("status", "retry");
                 job.delay = (!delay.is_zero()).then_some(delay);
                 return Settle::Again;
             }
             Step::Retry => {
-                c.retry_exhausted += 1;
+                c.write_ended(SeriesWriteEnd::RetryExhausted);
                 // Its count is unknown to the server now: the next refresh writes it again.
                 stale = true;
                 tracing::warn!(
@@ -352,12 +385,12 @@ impl KeyedWrites for SeriesActor {
                 "retry_exhausted"
             }
             Step::Rescheduled => {
-                c.rescheduled += 1;
+                c.write_ended(SeriesWriteEnd::Rescheduled);
                 stale = true;
                 "rescheduled"
             }
             Step::Recreate | Step::Dropped { .. } => {
-                c.rejected += 1;
+                c.write_ended(SeriesWriteEnd::Rejected);
                 if step != (Step::Dropped { quiet: true }) {
                     tracing::warn!(
                         event = %key, reason = reason.as_str(),
@@ -375,6 +408,9 @@ impl KeyedWrites for SeriesActor {
             self.stale_at(now);
         }
         self.unwritten_changed = true;
+        if panicked {
+            self.restart(ctx);
+        }
         Settle::Done
     }
 
@@ -392,8 +428,12 @@ impl KeyedWrites for SeriesActor {
 impl Actor for SeriesActor {
     type Context = Context<Self>;
 
-    fn started(&mut self, _: &mut Context<Self>) {
+    fn started(&mut self, ctx: &mut Context<Self>) {
         self.registry.actor_started();
+        // After a restart: the writes kept, and the timers, start again.
+        if !self.abandoned {
+            pump(self, ctx);
+        }
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -401,10 +441,27 @@ impl Actor for SeriesActor {
     }
 }
 
+impl Supervised for SeriesActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // Spawned attempts and timers were discarded with the old context: every write in
+        // flight goes back to the front, in its key's order, and is tried again; the timer is
+        // armed again when the actor starts.
+        self.restarting = false;
+        self.timer = None;
+        self.writer.requeue_in_flight();
+        if self.abandoned {
+            self.writer.clear();
+        }
+    }
+}
+
 impl Handler<EventMessage> for SeriesActor {
     type Result = ();
 
     fn handle(&mut self, msg: EventMessage, ctx: &mut Context<Self>) {
+        if self.abandoned {
+            return;
+        }
         let repeats = msg.repeats();
         let (record, slot) = msg.into_parts();
         let mut slot = Some(slot);
@@ -443,6 +500,9 @@ impl Handler<FlushSeries> for SeriesActor {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: FlushSeries, ctx: &mut Context<Self>) -> Self::Result {
+        if self.abandoned {
+            return Box::pin(async {});
+        }
         for w in self.cache.flush() {
             self.enqueue(w, None);
         }
@@ -464,8 +524,11 @@ impl Handler<RefreshSeries> for SeriesActor {
     type Result = ();
 
     fn handle(&mut self, _: RefreshSeries, ctx: &mut Context<Self>) {
+        if self.abandoned {
+            return;
+        }
         let refreshed = self.cache.refresh(self.clock.now(), Duration::ZERO);
-        self.counts.refreshed += refreshed.writes.len() as u64;
+        self.counters.refreshed(refreshed.writes.len() as u64);
         for w in refreshed.writes {
             self.enqueue(w, None);
         }
@@ -478,8 +541,12 @@ impl Handler<StopSeries> for SeriesActor {
     type Result = u64;
 
     fn handle(&mut self, _: StopSeries, ctx: &mut Context<Self>) -> u64 {
+        if self.abandoned {
+            return 0;
+        }
+        self.abandoned = true;
         let abandoned = self.writer.clear();
-        self.counts.abandoned += abandoned;
+        self.counters.abandoned(abandoned);
         self.refresh_unwritten();
         self.export();
         ctx.stop();

@@ -17,13 +17,10 @@ mod options;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use kevents_core::SharedClock;
 use kevents_core::events_v1::EventsV1Sink;
 
-use crate::budget::WriteBudget;
-use crate::message::EventMessage;
-use crate::policy::WatcherPolicy;
-use crate::registry::Registry;
+use crate::chain::{ChainEnv, ChainSpec, Spawned};
+use crate::queue::WatcherQueue;
 use crate::telemetry::SeriesCounters;
 pub(crate) use actor::{FlushSeries, RefreshSeries, SeriesActor, StopSeries};
 pub use options::{DEFAULT_FRESHNESS, SeriesSinkOptions};
@@ -41,43 +38,50 @@ pub(crate) struct SeriesSpec {
     pub(crate) options: SeriesSinkOptions,
 }
 
-/// Starts one series chain; returns it, its watcher recipient and its watcher policy.
-pub(crate) fn spawn_series(
-    spec: SeriesSpec,
-    budget: &WriteBudget,
-    clock: &SharedClock,
-    registry: &Arc<Registry>,
-    arbiter: Option<&ArbiterHandle>,
-) -> (SeriesChain, Recipient<EventMessage>, WatcherPolicy) {
-    let delivery = spec.options.delivery;
-    let flush_on_shutdown = spec.options.flush_on_shutdown;
-    let counters = Arc::new(SeriesCounters::new(&spec.name));
-    registry.add_series(Arc::clone(&counters));
-    let budget = spec
-        .options
-        .budget
-        .clone()
-        .unwrap_or_else(|| budget.clone());
-    registry.add_budget(&budget);
-    let actor = SeriesActor::new(
-        spec.sink,
-        spec.options,
-        budget,
-        Arc::clone(clock),
-        counters,
-        Arc::clone(registry),
-    );
-    let addr = match arbiter {
-        Some(a) => SeriesActor::start_in_arbiter(a, move |_| actor),
-        None => actor.start(),
-    };
-    let recipient = addr.clone().recipient();
-    (
-        SeriesChain {
-            addr,
-            flush_on_shutdown,
-        },
-        recipient,
-        delivery,
-    )
+impl ChainSpec for SeriesSpec {
+    type Chain = SeriesChain;
+
+    /// The series actor, supervised, on `env.placement`'s correlator arbiter (or here),
+    /// writing with the spec's budget or else `env.budget`, its timers on the spec's clock or
+    /// else `env.clock`; its queue is `series:<name>`.
+    fn spawn(self, env: &ChainEnv) -> Spawned<SeriesChain> {
+        let spec = self;
+        let flush_on_shutdown = spec.options.flush_on_shutdown;
+        let counters = Arc::new(SeriesCounters::new(&spec.name));
+        env.registry.add_series(Arc::clone(&counters));
+        let budget = spec
+            .options
+            .budget
+            .clone()
+            .unwrap_or_else(|| env.budget.clone());
+        env.registry.add_budget(&budget);
+        let queue = Arc::new(WatcherQueue::new(
+            &format!("series:{}", spec.name),
+            spec.options.delivery,
+            env.queue_max_bytes,
+        ));
+        let actor = SeriesActor::new(
+            spec.sink,
+            spec.options,
+            budget,
+            Arc::clone(&env.clock),
+            counters,
+            Arc::clone(&env.registry),
+        );
+        // Supervised, as a core/v1 sink actor: a panicking sink restarts the actor, which
+        // keeps its series cache and its queue.
+        let addr = match env.placement.correlator.as_ref() {
+            Some(a) => Supervisor::start_in_arbiter(a, move |_| actor),
+            None => Supervisor::start(move |_| actor),
+        };
+        Spawned {
+            recipient: addr.clone().recipient(),
+            batch: None,
+            chain: SeriesChain {
+                addr,
+                flush_on_shutdown,
+            },
+            queue,
+        }
+    }
 }

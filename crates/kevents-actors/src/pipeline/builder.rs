@@ -12,15 +12,16 @@ use super::running::{Mode, Pipeline};
 use super::thread::spawn_pipeline_thread;
 use crate::broadcaster::Broadcaster;
 use crate::budget::{BudgetOptions, WriteBudget};
-use crate::core_v1::{Placement, SinkOptions, SinkSpec, spawn_chain};
-use crate::events_v1::{SeriesSinkOptions, SeriesSpec, spawn_series};
+use crate::chain::{ChainEnv, ChainSpec, Placement, Spawned};
+use crate::core_v1::{SinkOptions, SinkSpec};
+use crate::event_pool::EventPool;
+use crate::events_v1::{SeriesSinkOptions, SeriesSpec};
+use crate::intake_item::{EventsV1Config, Factories, V1Intake};
 use crate::logging::{LogStyle, LoggingWatcher};
 use crate::message::EventMessage;
 use crate::policy::{IntakePolicy, WatcherPolicy};
 use crate::queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, WatcherQueue};
-use crate::recorder::{
-    Backend, EventsV1Config, Factories, Intake, Recorder, RecorderActor, V1Intake,
-};
+use crate::recorder::{Backend, Intake, Recorder, RecorderActor};
 use crate::registry::Registry;
 
 /// Builds a [`Pipeline`].
@@ -372,7 +373,10 @@ impl PipelineBuilder {
         // not in a caller's first record call.
         let _ = self.clock.now();
         let registry = Arc::new(Registry::new());
-        let mut broadcaster = Broadcaster::new(Arc::clone(&registry));
+        // Written core/v1 events: the core/v1 chains give them back, the broadcaster builds
+        // the next events into them.
+        let pool = Arc::new(EventPool::default());
+        let mut broadcaster = Broadcaster::new(Arc::clone(&registry), Arc::clone(&pool));
 
         if let Some((watcher, policy)) = self.logging {
             let addr = watcher.start();
@@ -380,40 +384,28 @@ impl PipelineBuilder {
             broadcaster.add(addr.recipient(), None, queue);
         }
 
-        let mut sinks = Vec::new();
         let budget = self
             .budget
             .unwrap_or_else(|| WriteBudget::new("default", BudgetOptions::default()));
-        for spec in self.sinks {
-            let (chain, recipient, queue) = spawn_chain(
-                spec,
-                &budget,
-                &registry,
-                self.queue_max_bytes,
-                &self.placement,
-            );
-            let batch = Some(chain.correlator.clone().recipient());
-            broadcaster.add(recipient, batch, queue);
-            sinks.push(chain);
-        }
-
-        let mut series = Vec::new();
-        for spec in self.series {
-            let name = format!("series:{}", spec.name);
-            let (chain, recipient, policy) = spawn_series(
-                spec,
-                &budget,
-                &self.clock,
-                &registry,
-                self.placement.correlator.as_ref(),
-            );
-            broadcaster.add(
-                recipient,
-                None,
-                Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes)),
-            );
-            series.push(chain);
-        }
+        // Both kinds of chain are spawned the same way (`ChainSpec`), and registered alike.
+        let env = ChainEnv {
+            budget,
+            clock: Arc::clone(&self.clock),
+            pool,
+            registry: Arc::clone(&registry),
+            queue_max_bytes: self.queue_max_bytes,
+            placement: self.placement,
+        };
+        let sinks: Vec<_> = self
+            .sinks
+            .into_iter()
+            .map(|s| register(&mut broadcaster, s.spawn(&env)))
+            .collect();
+        let series: Vec<_> = self
+            .series
+            .into_iter()
+            .map(|s| register(&mut broadcaster, s.spawn(&env)))
+            .collect();
 
         for (name, recipient, policy) in self.watchers {
             let queue = Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes));
@@ -425,7 +417,7 @@ impl PipelineBuilder {
         let (intake, rx, shared) = Intake::channel(
             self.intake,
             self.intake_max_bytes,
-            self.clock,
+            Arc::clone(&self.clock),
             Arc::clone(&registry),
             v1.clone(),
         );
@@ -451,13 +443,18 @@ impl PipelineBuilder {
             broadcaster,
             sinks,
             series,
-            placement: self.placement,
-            queue_max_bytes: self.queue_max_bytes,
-            budget,
+            env,
             registry,
         };
         (recorder, local)
     }
+}
+
+/// Registers a spawned chain's watcher with the broadcaster (before it starts); returns the
+/// chain.
+fn register<C>(broadcaster: &mut Broadcaster, spawned: Spawned<C>) -> C {
+    broadcaster.add(spawned.recipient, spawned.batch, spawned.queue);
+    spawned.chain
 }
 
 impl Pipeline {

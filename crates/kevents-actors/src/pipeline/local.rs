@@ -10,9 +10,9 @@ use actix::prelude::*;
 use super::error::{PipelineError, WatcherHandle};
 use super::report::ShutdownReport;
 use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregister};
-use crate::budget::WriteBudget;
-use crate::core_v1::{Placement, ReleaseTails, SinkChain, SinkSpec, StopCorrelator, spawn_chain};
-use crate::events_v1::{FlushSeries, SeriesChain, StopSeries};
+use crate::chain::{ChainEnv, ChainSpec, Spawned};
+use crate::core_v1::{ReleaseTails, SinkChain, SinkSpec, StopCorrelator};
+use crate::events_v1::{FlushSeries, SeriesChain, SeriesSpec, StopSeries};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::queue::WatcherQueue;
@@ -26,11 +26,8 @@ pub(super) struct Local {
     pub(super) broadcaster: Addr<Broadcaster>,
     pub(super) sinks: Vec<SinkChain>,
     pub(super) series: Vec<SeriesChain>,
-    /// Where the sink chains' actors run (`PipelineBuilder::sink_arbiter`, `writer_arbiter`).
-    pub(super) placement: Placement,
-    pub(super) queue_max_bytes: usize,
-    /// The budget of chains without their own.
-    pub(super) budget: WriteBudget,
+    /// What every chain is spawned with (budget, clock, event pool, placement, queue bound).
+    pub(super) env: ChainEnv,
     pub(super) registry: Arc<Registry>,
 }
 
@@ -41,7 +38,7 @@ impl Local {
         recipient: Recipient<EventMessage>,
         policy: WatcherPolicy,
     ) -> Result<WatcherHandle, PipelineError> {
-        let queue = Arc::new(WatcherQueue::new(&name, policy, self.queue_max_bytes));
+        let queue = Arc::new(WatcherQueue::new(&name, policy, self.env.queue_max_bytes));
         let id = self
             .broadcaster
             .send(Register {
@@ -54,20 +51,21 @@ impl Local {
         Ok(WatcherHandle::new(id, name))
     }
 
-    pub(super) async fn add_sink(
+    /// Spawns a chain of either API (the same contract as at start) and registers its
+    /// watcher; `keep` stores the running chain.
+    async fn add_chain<S: ChainSpec>(
         &mut self,
-        spec: SinkSpec,
+        spec: S,
+        keep: impl FnOnce(&mut Self, S::Chain),
     ) -> Result<WatcherHandle, PipelineError> {
-        let (chain, recipient, queue) = spawn_chain(
-            spec,
-            &self.budget,
-            &self.registry,
-            self.queue_max_bytes,
-            &self.placement,
-        );
+        let Spawned {
+            chain,
+            recipient,
+            batch,
+            queue,
+        } = spec.spawn(&self.env);
         let name = queue.name().to_owned();
-        let batch = Some(chain.correlator.clone().recipient());
-        self.sinks.push(chain);
+        keep(self, chain);
         let id = self
             .broadcaster
             .send(Register {
@@ -78,6 +76,20 @@ impl Local {
             .await
             .map_err(|_| PipelineError::Shutdown)?;
         Ok(WatcherHandle::new(id, name))
+    }
+
+    pub(super) async fn add_sink(
+        &mut self,
+        spec: SinkSpec,
+    ) -> Result<WatcherHandle, PipelineError> {
+        self.add_chain(spec, |l, chain| l.sinks.push(chain)).await
+    }
+
+    pub(super) async fn add_series_sink(
+        &mut self,
+        spec: SeriesSpec,
+    ) -> Result<WatcherHandle, PipelineError> {
+        self.add_chain(spec, |l, chain| l.series.push(chain)).await
     }
 
     pub(super) async fn remove_watcher(

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use kevents_core::EventSink;
+use kevents_core::events_v1::EventsV1Sink;
 use tokio::sync::{mpsc, oneshot};
 
 pub use super::error::{PipelineError, WatcherHandle};
@@ -13,6 +14,7 @@ use super::local::Local;
 use super::report::ShutdownReport;
 use super::thread::Command;
 use crate::core_v1::{SinkOptions, SinkSpec};
+use crate::events_v1::{SeriesSinkOptions, SeriesSpec};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::recorder::Recorder;
@@ -117,6 +119,57 @@ impl Pipeline {
         match &mut self.mode {
             Mode::Local(local) => local.add_sink(spec).await,
             Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSink(Box::new(spec), r)).await,
+        }
+    }
+
+    /// Adds an events.k8s.io/v1 series chain (its own series cache, timers and writer, as
+    /// [`PipelineBuilder::series_sink`](crate::PipelineBuilder::series_sink) adds one)
+    /// registered as watcher `series:<name>`; it sees every event distributed after this
+    /// call. On [`shutdown`](Pipeline::shutdown) it writes the latest count of its open
+    /// series like the chains the pipeline started with.
+    ///
+    /// ```
+    /// use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions};
+    /// use kevents_core::events_v1::{OccurrenceV1, Reporter};
+    /// use kevents_core::{EventSource, EventType, ObjectReference};
+    /// use kevents_sim::MemoryApiServer;
+    /// use std::time::Duration;
+    ///
+    /// # actix::System::new().block_on(async {
+    /// let mut pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
+    ///     .events_v1(EventsV1Config::new(Reporter::with_instance("example.com/ctl", "ctl-0")))
+    ///     .start();
+    /// let api = MemoryApiServer::new();
+    /// let watcher = pipeline
+    ///     .add_series_sink("apiserver", api.clone(), SeriesSinkOptions::default())
+    ///     .await
+    ///     .unwrap();
+    /// assert_eq!(watcher.name(), "series:apiserver");
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    /// let backoff = || {
+    ///     OccurrenceV1::new(pod.clone(), None, EventType::Warning, "BackOff", "Restart", "crash")
+    /// };
+    /// pipeline.recorder().event_v1(backoff()).unwrap();
+    /// pipeline.recorder().event_v1(backoff()).unwrap();
+    /// let report = pipeline.shutdown(Duration::from_secs(5)).await;
+    /// assert!(report.completed);
+    /// assert_eq!(api.list_v1()[0].series.map(|s| s.count), Some(2));
+    /// # });
+    /// ```
+    pub async fn add_series_sink(
+        &mut self,
+        name: impl Into<String>,
+        sink: impl EventsV1Sink,
+        options: SeriesSinkOptions,
+    ) -> Result<WatcherHandle, PipelineError> {
+        let spec = SeriesSpec {
+            name: name.into(),
+            sink: Arc::new(sink),
+            options,
+        };
+        match &mut self.mode {
+            Mode::Local(local) => local.add_series_sink(spec).await,
+            Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSeriesSink(Box::new(spec), r)).await,
         }
     }
 

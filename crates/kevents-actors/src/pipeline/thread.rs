@@ -14,6 +14,7 @@ use super::error::{PipelineError, StartError, WatcherHandle};
 use super::local::Local;
 use super::report::ShutdownReport;
 use crate::core_v1::SinkSpec;
+use crate::events_v1::SeriesSpec;
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::recorder::Recorder;
@@ -36,6 +37,7 @@ pub(super) enum Command {
         Reply<WatcherHandle>,
     ),
     AddSink(Box<SinkSpec>, Reply<WatcherHandle>),
+    AddSeriesSink(Box<SeriesSpec>, Reply<WatcherHandle>),
     RemoveWatcher(WatcherHandle, Reply<bool>),
     Shutdown(Duration, oneshot::Sender<ShutdownReport>),
 }
@@ -95,6 +97,9 @@ async fn serve(
             }
             Command::AddSink(spec, reply) => {
                 let _ = reply.send(local.add_sink(*spec).await);
+            }
+            Command::AddSeriesSink(spec, reply) => {
+                let _ = reply.send(local.add_series_sink(*spec).await);
             }
             Command::RemoveWatcher(watcher, reply) => {
                 let _ = reply.send(local.remove_watcher(&watcher).await);

@@ -10,8 +10,8 @@ use tokio::sync::oneshot;
 
 use super::coalesce::IntakeOverflow;
 use super::intake::{BATCH, IntakeRx, IntakeShared};
-use super::item::{Factories, Item};
 use crate::broadcaster::{Broadcaster, Publish};
+use crate::intake_item::{Factories, Item};
 use crate::registry::Registry;
 
 /// Close the intake; replies once everything accepted before has been handed to the

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use super::item::Item;
+use crate::intake_item::Item;
 use crate::overflow::{Merge, Overflow};
 
 /// What became of an occurrence offered to the overflow.
@@ -119,7 +119,7 @@ mod tests {
     use super::*;
     use kevents_core::{EventType, ObjectReference, Time};
 
-    use crate::recorder::item::PackedCore;
+    use crate::intake_item::PackedCore;
 
     fn item(pod: &str, reason: &str, at: i64) -> Item {
         let r = ObjectReference::new("v1", "Pod", "ns", pod);

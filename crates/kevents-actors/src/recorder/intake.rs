@@ -12,10 +12,9 @@ use kevents_core::events_v1::{OccurrenceV1, Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, ReferenceRef, SharedClock, Time};
 
 use super::coalesce::{IntakeOverflow, Spilled};
-use super::events_v1::V1Intake;
 use super::intake_queue::{IntakeQueue, PushError, Receiver};
-use super::item::{BoundCore, Item, PackedCore, PackedV1};
 use super::outcome::{DropReason, Emit, RecordError};
+use crate::intake_item::{BoundCore, Item, PackedCore, PackedV1, V1Intake};
 use crate::policy::IntakePolicy;
 use crate::queue::IntakeBytes;
 use crate::registry::Registry;

@@ -9,23 +9,18 @@
 
 mod actor;
 mod coalesce;
-mod events_v1;
 mod fake;
 mod fake_backend;
 mod format;
 mod handle;
 mod intake;
 mod intake_queue;
-mod item;
 mod outcome;
 
 pub(crate) use actor::{CloseIntake, RecorderActor, StopRecorder};
-pub(crate) use events_v1::V1Intake;
-pub use events_v1::{CoreCalls, EventsV1Config};
 pub use fake::FakeRecorder;
 pub use fake_backend::FakeEvent;
 pub(crate) use handle::Backend;
 pub use handle::{ObjectRecorder, Recorder};
 pub(crate) use intake::Intake;
-pub(crate) use item::{Factories, Item, build};
 pub use outcome::{DropReason, Emit, RecordError};

@@ -12,6 +12,6 @@ mod watcher;
 
 pub(crate) use budget::{BudgetCounters, Deferral, Limit};
 pub(crate) use intake::{IntakeCounters, Refusal};
-pub(crate) use series::SeriesCounters;
+pub(crate) use series::{SeriesCounters, SeriesWriteEnd};
 pub(crate) use sink::{Decisions, SinkCounters, WriteEnd};
 pub(crate) use watcher::WatcherCounters;

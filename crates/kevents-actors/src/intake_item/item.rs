@@ -12,11 +12,12 @@ use kevents_core::{
 };
 
 use super::events_v1::V1Intake;
+use crate::event_pool::EventPool;
 use crate::message::Recorded;
 use crate::overflow::{
     Identity, IdentityBuilder, Repeats, reference_fields, stands_for, v1_identity,
 };
-use crate::registry::Registry;
+use crate::telemetry::IntakeCounters;
 
 /// What builds the events of accepted items: the core/v1 factory and the events.k8s.io/v1
 /// configuration (shared by the Recorder actor and the broadcaster).
@@ -353,23 +354,26 @@ impl PackedV1 {
 }
 
 /// Builds the event of an accepted item (the broadcaster calls this for an event the first
-/// time a watcher takes it, so an event every watcher drops is never built). `None` if the
-/// factory refuses it (it cannot: the same checks passed at the call), counted as invalid.
+/// time a watcher takes it, so an event every watcher drops is never built). A core/v1 event
+/// of a plain or bound call is built into a record taken from `pool` (a written event given
+/// back). `None` if the factory refuses it (it cannot: the same checks passed at the call),
+/// counted as invalid in `intake`.
 pub(crate) fn build(
     factories: &Factories,
     item: Item,
-    registry: &Registry,
+    pool: &EventPool,
+    intake: &IntakeCounters,
 ) -> Option<Arc<Recorded>> {
     let factory = &factories.core;
     let made = match item {
         // Split by the broadcaster before building; built as its first occurrence.
-        Item::Repeated(first, _) => return build(factories, *first, registry),
+        Item::Repeated(first, _) => return build(factories, *first, pool, intake),
         // The calls on the hot path: built in place into a recycled event.
         Item::Packed(at, p) => {
-            return build_core(registry, |e| factory.make_into(e, at, p.occurrence()));
+            return build_core(pool, intake, |e| factory.make_into(e, at, p.occurrence()));
         }
         Item::Bound(at, b) => {
-            return build_core(registry, |e| factory.make_into(e, at, b.occurrence()));
+            return build_core(pool, intake, |e| factory.make_into(e, at, b.occurrence()));
         }
         Item::Core(at, occ) => factory.make(at, *occ),
         Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),
@@ -377,7 +381,7 @@ pub(crate) fn build(
             return match factories.v1.factory().make(at, p.unpack()) {
                 Ok(e) => Some(Arc::new(Recorded::EventsV1(e))),
                 Err(_) => {
-                    registry.intake.built_invalid();
+                    intake.built_invalid();
                     None
                 }
             };
@@ -386,7 +390,7 @@ pub(crate) fn build(
     match made {
         Ok(e) => Some(Arc::new(Recorded::Core(e))),
         Err(_) => {
-            registry.intake.built_invalid();
+            intake.built_invalid();
             None
         }
     }
@@ -394,13 +398,12 @@ pub(crate) fn build(
 
 /// A core/v1 event built by `make` into a record from the pipeline's [`EventPool`]
 /// (a recycled event, whose strings keep their buffers, or a new one).
-///
-/// [`EventPool`]: crate::event_pool::EventPool
 fn build_core(
-    registry: &Registry,
+    pool: &EventPool,
+    intake: &IntakeCounters,
     make: impl FnOnce(&mut Event) -> Result<(), InvalidEvent>,
 ) -> Option<Arc<Recorded>> {
-    let mut record = registry.events.take();
+    let mut record = pool.take();
     let made = match Arc::get_mut(&mut record) {
         Some(Recorded::Core(e)) => make(e),
         // `take` hands out unshared core/v1 records only; build a new one otherwise.
@@ -414,8 +417,8 @@ fn build_core(
     match made {
         Ok(()) => Some(record),
         Err(_) => {
-            registry.intake.built_invalid();
-            registry.events.give(record);
+            intake.built_invalid();
+            pool.give(record);
             None
         }
     }
@@ -459,8 +462,8 @@ mod tests {
             core: EventFactory::new(EventSource::new("c", "h")),
             v1: V1Intake::default(),
         };
-        let registry = Registry::new();
-        let built = |item| build(&factories, item, &registry).unwrap();
+        let (pool, intake) = (EventPool::default(), IntakeCounters::new());
+        let built = |item| build(&factories, item, &pool, &intake).unwrap();
         assert_eq!(built(bound()).core(), built(packed()).core());
         // Another message is another identity.
         let other = Item::Bound(
@@ -486,8 +489,9 @@ mod tests {
                 PackedCore::new((&r).into(), EventType::Warning, "BackOff", "restarting").unwrap(),
             )
         };
-        let fresh = build(&factories, packed(), &Registry::new()).unwrap();
-        let registry = Registry::new();
+        let intake = IntakeCounters::new();
+        let fresh = build(&factories, packed(), &EventPool::default(), &intake).unwrap();
+        let pool = EventPool::default();
         let mut old = Event {
             involved_object: ObjectReference::new("apps/v1", "Deployment", "o", "d"),
             message: "an old message".into(),
@@ -499,8 +503,8 @@ mod tests {
         old.metadata.annotations.insert("k".into(), "v".into());
         let old = Arc::new(Recorded::Core(old));
         let at_old = Arc::as_ptr(&old);
-        registry.events.give(old);
-        let rebuilt = build(&factories, packed(), &registry).unwrap();
+        pool.give(old);
+        let rebuilt = build(&factories, packed(), &pool, &intake).unwrap();
         assert_eq!(Arc::as_ptr(&rebuilt), at_old, "the recycled record");
         assert_eq!(rebuilt.core(), fresh.core());
         let bound = Item::Bound(
@@ -513,9 +517,9 @@ mod tests {
             )
             .unwrap(),
         );
-        registry.events.give(rebuilt);
+        pool.give(rebuilt);
         assert_eq!(
-            build(&factories, bound, &registry).unwrap().core(),
+            build(&factories, bound, &pool, &intake).unwrap().core(),
             fresh.core()
         );
     }
