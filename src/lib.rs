@@ -58,13 +58,13 @@
 //!
 //! One event is stored, `count: 3` (a CREATE and two PATCHes, as client-go does).
 //! [`FakeRecorder`] stands in for the pipeline in unit tests; `Pipeline::builder(..)
-//! .series_sink(..)` adds the `events.k8s.io/v1` API ([`events_v1`]).
+//! .sink_v1(..)` adds the `events.k8s.io/v1` API ([`events_v1`]).
 //!
 //! ## What is where
 //!
 //! The root holds what an application needs: [`Pipeline`] (built with
 //! [`Pipeline::builder`]), the [`Recorder`] handle, [`EventSource`], [`EventType`],
-//! [`ObjectReference`], the sinks' options ([`SinkOptions`], [`SeriesSinkOptions`]) and entry
+//! [`ObjectReference`], the sinks' options ([`SinkOptions`], [`SinkOptionsV1`]) and entry
 //! points ([`HttpSink`], with the `kube-client` feature `KubeSink`), and the report and errors.
 //! The rest is in modules:
 //!
@@ -141,7 +141,7 @@ pub use kevents_actors::FakeRecorder;
 pub use kevents_actors::Pipeline;
 pub use kevents_actors::{
     Emit, EventsV1Config, ObjectRecorder, PipelineBuilder, PipelineError, RecordError, Recorder,
-    SeriesSinkOptions, ShutdownReport, SinkOptions, StartError, eventf, eventf_v1,
+    ShutdownReport, SinkOptions, SinkOptionsV1, StartError, eventf, eventf_v1,
 };
 pub use kevents_core::{EventSource, EventType, ObjectReference, Reference};
 

@@ -20,8 +20,7 @@ use std::time::Duration;
 use kevents::actors::StatsSnapshot;
 use kevents::events_v1::{OccurrenceV1, Reporter};
 use kevents::{
-    EventSource, EventType, EventsV1Config, ObjectReference, Pipeline, SeriesSinkOptions,
-    SinkOptions,
+    EventSource, EventType, EventsV1Config, ObjectReference, Pipeline, SinkOptions, SinkOptionsV1,
 };
 use kevents_sim::MemoryApiServer;
 
@@ -299,7 +298,7 @@ fn metrics_are_served_to_prometheus() {
                     ..SinkOptions::default()
                 },
             )
-            .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+            .sink_v1("v1", api.clone(), SinkOptionsV1::default())
             .start();
         let recorder = pipeline.recorder();
         let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
@@ -366,7 +365,7 @@ fn metrics_are_served_to_prometheus() {
 
     // Served: exactly the documented metrics, with their documented types and a help text.
     let docs = documented();
-    assert_eq!(docs.len(), 27, "docs/metrics.md lists 27 metrics: {docs:?}");
+    assert_eq!(docs.len(), 28, "docs/metrics.md lists 28 metrics: {docs:?}");
     let served: BTreeSet<&String> = m
         .samples
         .keys()

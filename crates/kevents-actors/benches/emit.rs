@@ -15,9 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kevents_actors::{
-    Emit, EventsV1Config, Pipeline, PipelineBuilder, SeriesSinkOptions, SinkOptions,
-};
+use kevents_actors::{Emit, EventsV1Config, Pipeline, PipelineBuilder, SinkOptions, SinkOptionsV1};
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference};
@@ -136,11 +134,7 @@ fn emit(c: &mut Criterion) {
                 "kevents.io/bench",
                 "bench-0",
             )))
-            .series_sink(
-                "memory",
-                MemoryApiServer::new(),
-                SeriesSinkOptions::default(),
-            )
+            .sink_v1("memory", MemoryApiServer::new(), SinkOptionsV1::default())
     }) else {
         return;
     };

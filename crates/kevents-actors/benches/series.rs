@@ -8,18 +8,18 @@
 
 use std::time::{Duration, Instant};
 
-use kevents_actors::{IntakePolicy, Pipeline, SeriesSinkOptions, WatcherPolicy};
-use kevents_core::events_v1::{Event, EventsV1Sink, OccurrenceV1, SeriesOptions, V1SinkFuture};
+use kevents_actors::{IntakePolicy, Pipeline, SinkOptionsV1, WatcherPolicy};
+use kevents_core::events_v1::{Event, EventSinkV1, OccurrenceV1, SeriesOptions, SinkFutureV1};
 use kevents_core::{EventSource, EventType, ObjectReference, Stored};
 
 /// Answers every request with "stored as sent".
 struct NullSink;
 
-impl EventsV1Sink for NullSink {
-    fn create_v1(&self, _: &Event) -> V1SinkFuture {
+impl EventSinkV1 for NullSink {
+    fn create_v1(&self, _: &Event) -> SinkFutureV1 {
         Box::pin(async { Ok(Stored::AsSent) })
     }
-    fn patch_v1(&self, _: &Event, _: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, _: &Event, _: &[u8]) -> SinkFutureV1 {
         Box::pin(async { Ok(Stored::AsSent) })
     }
 }
@@ -62,10 +62,10 @@ fn main() {
         };
         let pipeline = Pipeline::builder(EventSource::new("kevents.io/bench", "node"))
             .intake(IntakePolicy::DropIfFull { capacity: 10_000 })
-            .series_sink(
+            .sink_v1(
                 "null",
                 NullSink,
-                SeriesSinkOptions {
+                SinkOptionsV1 {
                     series: SeriesOptions {
                         max_entries: open * 2,
                         ..Default::default()
@@ -105,13 +105,13 @@ fn main() {
         pipeline.flush().await.expect("flush");
         let repeat_total = t.elapsed();
         let stats = pipeline.stats();
-        let s = stats.series_sink("null").expect("series stats").clone();
+        let s = stats.sink_v1("null").expect("series stats").clone();
         let rss_repeats = rss_kib();
 
         let t = Instant::now();
         let report = pipeline.shutdown(Duration::from_secs(600)).await;
         let flush_total = t.elapsed();
-        let f = report.stats.series_sink("null").expect("series stats");
+        let f = report.stats.sink_v1("null").expect("series stats");
         let per = |d: Duration, n: usize| d.as_nanos() as f64 / n.max(1) as f64;
         println!(
             "{{\"open_series\":{open},\"repeats\":{repeats},\

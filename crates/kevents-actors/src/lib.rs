@@ -16,7 +16,7 @@
 //!                                           ▼           │      shutdown flush)
 //!                                          SinkActor ───┘ WriteDone  │
 //!                                          (Supervisor)              │
-//!                                           └── keyed writer engine ─┘── EventSink / EventsV1Sink
+//!                                           └── keyed writer engine ─┘── EventSink / EventSinkV1
 //! ```
 //!
 //! * [`Recorder`]: the handle users call (`event`, [`eventf!`], `annotated_event`); it never
@@ -28,7 +28,7 @@
 //! * Watchers are any actix actor handling [`EventMessage`], registered with a
 //!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`],
 //!   [`Pipeline::add_sink`]) and an events.k8s.io/v1 series chain
-//!   ([`PipelineBuilder::series_sink`], [`Pipeline::add_series_sink`]) are watchers too,
+//!   ([`PipelineBuilder::sink_v1`], [`Pipeline::add_sink_v1`]) are watchers too,
 //!   peers: spawned the same way, counted the same way, and a panicking sink of either
 //!   restarts its supervised actor, which keeps its queue.
 //! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`stats`]).
@@ -94,7 +94,10 @@ pub use budget::{
 };
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
-pub use events_v1::{DEFAULT_FRESHNESS, SeriesSinkOptions};
+pub use events_v1::{DEFAULT_FRESHNESS, SinkOptionsV1};
+/// Renamed [`SinkOptionsV1`] (a type with a core/v1 twin is the twin's name plus `V1`).
+#[deprecated(since = "0.1.0", note = "renamed `SinkOptionsV1`")]
+pub type SeriesSinkOptions = SinkOptionsV1;
 pub use intake_item::{CoreCalls, EventsV1Config};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};

@@ -173,9 +173,15 @@ impl StatsSnapshot {
         self.watchers.iter().find(|w| w.name == name)
     }
 
-    /// The series sink chain named `name`.
-    pub fn series_sink(&self, name: &str) -> Option<&SeriesSnapshot> {
+    /// The events.k8s.io/v1 sink chain (series chain) named `name`.
+    pub fn sink_v1(&self, name: &str) -> Option<&SeriesSnapshot> {
         self.series.iter().find(|s| s.name == name)
+    }
+
+    /// Renamed [`sink_v1`](Self::sink_v1).
+    #[deprecated(since = "0.1.0", note = "renamed `sink_v1`")]
+    pub fn series_sink(&self, name: &str) -> Option<&SeriesSnapshot> {
+        self.sink_v1(name)
     }
 
     /// The sink named `name`.
@@ -296,7 +302,7 @@ pub struct SeriesSnapshot {
     /// Writes queued or in flight now.
     pub queued: u64,
     /// Live-count PATCHes produced so far: an open series whose count grew, written again
-    /// once its last write was `SeriesSinkOptions::freshness` old (kevents, not client-go).
+    /// once its last write was `SinkOptionsV1::freshness` old (kevents, not client-go).
     pub refreshed: u64,
     /// Occurrences of open series the server is not known to have yet (counted in memory
     /// since each series' last successful write): what a crash would lose now.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kevents_actors::{
-    EventsV1Config, Pipeline, PipelineError, SeriesSinkOptions, SinkOptions, WatcherPolicy,
+    EventsV1Config, Pipeline, PipelineError, SinkOptions, SinkOptionsV1, WatcherPolicy,
 };
 use kevents_core::events_v1::{OccurrenceV1, Reporter};
 use kevents_core::{EventSource, EventType, ObjectReference, Time, VirtualClock};
@@ -189,7 +189,7 @@ fn the_report_counts_both_chains() {
             "example.com/ctl",
             "ctl-1",
         )))
-        .series_sink("apiserver", api_v1.clone(), SeriesSinkOptions::default())
+        .sink_v1("apiserver", api_v1.clone(), SinkOptionsV1::default())
         .sink("apiserver", api.clone(), SinkOptions::default())
         .start();
     let recorder = pipeline.recorder();
@@ -212,7 +212,7 @@ fn the_report_counts_both_chains() {
         .shutdown_blocking(Duration::from_secs(10))
         .expect("no runtime here");
     assert!(report.completed, "{report}");
-    let series = report.stats.series_sink("apiserver").expect("series chain");
+    let series = report.stats.sink_v1("apiserver").expect("series chain");
     let sink = report.stats.sink("apiserver").expect("core/v1 chain");
     assert!(series.delivered() >= 2, "{report:?}");
     assert_eq!(sink.delivered(), 1);

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions, SinkOptions, TokioClock};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptions, SinkOptionsV1, TokioClock};
 use kevents_core::events_v1::{OccurrenceV1, Reporter};
 use kevents_core::{CorrelatorOptions, EventSource, EventType, ObjectReference, Time};
 use kevents_sim::MemoryApiServer;
@@ -56,10 +56,10 @@ fn v1_pipeline(api: &MemoryApiServer) -> Pipeline {
             Time::parse_rfc3339("2021-01-01T00:00:00Z").unwrap(),
         )))
         .events_v1(EventsV1Config::new(Reporter::with_instance("ctl", "ctl-0")))
-        .series_sink(
+        .sink_v1(
             "v1",
             api.clone(),
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 // No live counts: the repeats stay in memory until the drop.
                 freshness: None,
                 ..Default::default()

@@ -1,12 +1,12 @@
 //! Live counts (kevents' default, not client-go's): an events.k8s.io/v1 series' count reaches
-//! the sink within `SeriesSinkOptions::freshness`, one coalesced PATCH per interval, under
+//! the sink within `SinkOptionsV1::freshness`, one coalesced PATCH per interval, under
 //! tokio's paused clock.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kevents_actors::{DEFAULT_FRESHNESS, EventsV1Config, Pipeline, SeriesSinkOptions, TokioClock};
+use kevents_actors::{DEFAULT_FRESHNESS, EventsV1Config, Pipeline, SinkOptionsV1, TokioClock};
 use kevents_core::events_v1::{OccurrenceV1, Reporter};
 use kevents_core::{EventSource, EventType, ObjectReference, Time, events_v1};
 use kevents_sim::MemoryApiServer;
@@ -23,10 +23,10 @@ fn pipeline(api: &MemoryApiServer, freshness: Option<Duration>) -> Pipeline {
         .events_v1(EventsV1Config::new(Reporter::with_instance(
             "ctl", "ctl-host",
         )))
-        .series_sink(
+        .sink_v1(
             "v1",
             api.clone(),
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 freshness,
                 ..Default::default()
             },
@@ -79,7 +79,7 @@ async fn a_series_count_reaches_the_sink_within_the_freshness_interval() {
         "live within the interval"
     );
     assert_eq!(api.request_counts(), (1, 2), "one coalesced PATCH");
-    let s = p.stats().series_sink("v1").unwrap().clone();
+    let s = p.stats().sink_v1("v1").unwrap().clone();
     assert_eq!((s.refreshed, s.unwritten), (1, 0));
 
     // Five more at 70..74 s: stored by 130 s, again in one PATCH.
@@ -100,7 +100,7 @@ async fn a_series_count_reaches_the_sink_within_the_freshness_interval() {
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (1, 3));
     let stats = p.stats();
-    let s = stats.series_sink("v1").unwrap();
+    let s = stats.sink_v1("v1").unwrap();
     assert_eq!((s.refreshed, s.cache.finished, s.cache.entries), (2, 1, 0));
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
@@ -130,7 +130,7 @@ async fn live_counts_are_coalesced_per_series_and_interval() {
         assert_eq!(stored_count(&api, pod), Some(25), "{pod}");
     }
     assert_eq!(api.request_counts(), (20, 40), "one refresh per series");
-    assert_eq!(p.stats().series_sink("v1").unwrap().refreshed, 20);
+    assert_eq!(p.stats().sink_v1("v1").unwrap().refreshed, 20);
     p.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -149,11 +149,11 @@ async fn without_freshness_the_count_waits_for_client_go_timers() {
     tokio::time::sleep(5 * 60 * SEC).await;
     p.flush().await.unwrap();
     assert_eq!(stored_count(&api, "a"), Some(2));
-    let s = p.stats().series_sink("v1").unwrap().clone();
+    let s = p.stats().sink_v1("v1").unwrap().clone();
     assert_eq!((s.refreshed, s.unwritten), (0, 5));
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert_eq!(stored_count(&api, "a"), Some(7), "the shutdown flush");
-    assert_eq!(report.stats.series_sink("v1").unwrap().unwritten, 0);
+    assert_eq!(report.stats.sink_v1("v1").unwrap().unwritten, 0);
 }
 
 /// The core/v1 chain's defaults defer spam-filtered tails: 30 repeats through client-go's

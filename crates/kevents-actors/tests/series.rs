@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use kevents_actors::{
-    CoreCalls, EventsV1Config, Pipeline, RecordError, RetryPolicy, SeriesSinkOptions, SinkOptions,
+    CoreCalls, EventsV1Config, Pipeline, RecordError, RetryPolicy, SinkOptions, SinkOptionsV1,
     TokioClock, eventf_v1,
 };
 use kevents_core::events_v1::{
-    ACTION_ANNOTATION, ClusterScopedNamespace, CoreFallback, EventFactoryV1, EventsV1Sink,
-    InvalidEventV1, NotePolicy, OccurrenceV1, Reporter, SeriesOptions, V1SinkFuture,
+    ACTION_ANNOTATION, ClusterScopedNamespace, CoreFallback, EventFactoryV1, EventSinkV1,
+    InvalidEventV1, NotePolicy, OccurrenceV1, Reporter, SeriesOptions, SinkFutureV1,
 };
 use kevents_core::{
     EventSource, EventType, ObjectReference, Reference, SinkError, Status, Time, VirtualClock,
@@ -39,10 +39,10 @@ fn v1_pipeline(api: &MemoryApiServer, series: SeriesOptions) -> Pipeline {
     Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(clock)
         .events_v1(EventsV1Config::new(reporter()))
-        .series_sink(
+        .sink_v1(
             "v1",
             api.clone(),
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 series,
                 // These tests check client-go's timers: no live counts
                 // (tests/live_counts.rs checks those).
@@ -133,7 +133,7 @@ async fn series_first_create_second_patch_then_flush_on_shutdown() {
         .find(|e| e.action == "started")
         .unwrap();
     assert_eq!(count(&started), Some(5), "the flush wrote the latest count");
-    let s = report.stats.series_sink("v1").unwrap();
+    let s = report.stats.sink_v1("v1").unwrap();
     assert_eq!(s.cache.flushed, 1);
     assert_eq!(s.flush_written, 1);
     assert_eq!((s.created, s.patched, s.failed()), (2, 2, 0));
@@ -193,7 +193,7 @@ async fn finish_and_singleton_forgotten_under_virtual_time() {
         .unwrap();
     assert_eq!(count(&backoff_event), Some(3));
     let stats = p.stats();
-    let s = stats.series_sink("v1").unwrap();
+    let s = stats.sink_v1("v1").unwrap();
     assert_eq!(
         (
             s.cache.finished,
@@ -225,7 +225,7 @@ async fn finish_and_singleton_forgotten_under_virtual_time() {
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
     // Nothing open any more: the flush writes nothing.
-    assert_eq!(report.stats.series_sink("v1").unwrap().cache.flushed, 0);
+    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.flushed, 0);
 }
 
 /// D12 under virtual time: an open series gets a heartbeat PATCH with its current count 30
@@ -254,7 +254,7 @@ async fn heartbeat_every_30_minutes_under_virtual_time() {
     assert_eq!(api.request_counts(), (1, 2));
     assert_eq!(count(&only_event(&api)), Some(8));
     let stats = p.stats();
-    let s = stats.series_sink("v1").unwrap();
+    let s = stats.sink_v1("v1").unwrap();
     assert_eq!(
         (s.cache.heartbeats, s.cache.entries, s.cache.open_series),
         (1, 1, 1)
@@ -265,8 +265,8 @@ async fn heartbeat_every_30_minutes_under_virtual_time() {
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (1, 2));
     let stats = p.stats();
-    assert_eq!(stats.series_sink("v1").unwrap().cache.finished, 1);
-    assert_eq!(stats.series_sink("v1").unwrap().cache.entries, 0);
+    assert_eq!(stats.sink_v1("v1").unwrap().cache.finished, 1);
+    assert_eq!(stats.sink_v1("v1").unwrap().cache.entries, 0);
     p.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -281,7 +281,7 @@ async fn fallback_to_core_v1_when_not_served() {
         .clock(Arc::new(clock.clone()))
         .events_v1(EventsV1Config::new(reporter()).served(false))
         .sink("core", api.clone(), sink_options(&clock))
-        .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
         .start();
     let r = p.recorder();
     let node = ObjectReference::new("v1", "Node", "", "n1");
@@ -310,7 +310,7 @@ async fn fallback_to_core_v1_when_not_served() {
         core[0].metadata.annotations.is_empty(),
         "action and related dropped"
     );
-    assert_eq!(report.stats.series_sink("v1").unwrap().cache.observed, 0);
+    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.observed, 0);
     assert_eq!(report.stats.sink("core").unwrap().correlated, 3);
 }
 
@@ -353,7 +353,7 @@ async fn core_and_v1_chains_each_take_their_own_events() {
         .clock(Arc::new(clock.clone()))
         .events_v1(EventsV1Config::new(reporter()))
         .sink("core", core_api.clone(), sink_options(&clock))
-        .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
         .start();
     let r = p.recorder();
     r.event_v1(backoff()).unwrap();
@@ -365,7 +365,7 @@ async fn core_and_v1_chains_each_take_their_own_events() {
     assert_eq!(api.list_v1().len(), 1);
     assert_eq!(api.list_v1()[0].reason, "BackOff");
     assert_eq!(report.stats.sink("core").unwrap().correlated, 1);
-    assert_eq!(report.stats.series_sink("v1").unwrap().cache.observed, 1);
+    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.observed, 1);
 }
 
 /// `CoreCalls::EventsV1`: `recorder.event(..)` records into the new API (action = reason),
@@ -377,7 +377,7 @@ async fn core_calls_recorded_into_events_v1() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()).core_calls(CoreCalls::EventsV1 { action: None }))
-        .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
         .start();
     let r = p.recorder();
     for _ in 0..4 {
@@ -399,7 +399,7 @@ async fn validation_errors_returned_to_the_caller() {
     factory.note_policy = NotePolicy::Reject;
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .events_v1(EventsV1Config::new(reporter()).factory(factory))
-        .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
         .start();
     let r = p.recorder();
     let no_action = OccurrenceV1::new(pod(), None, EventType::Normal, "Started", "", "x");
@@ -452,14 +452,14 @@ impl Flaky {
     }
 }
 
-impl EventsV1Sink for Flaky {
-    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+impl EventSinkV1 for Flaky {
+    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
         match self.fail() {
             Some(e) => Box::pin(async move { Err(e) }),
             None => self.api.create_v1(event),
         }
     }
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
         match self.fail() {
             Some(e) => Box::pin(async move { Err(e) }),
             None => self.api.patch_v1(event, patch),
@@ -478,10 +478,10 @@ async fn retryable_errors_are_retried_with_back_off() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()))
-        .series_sink(
+        .sink_v1(
             "v1",
             flaky,
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 retry: RetryPolicy {
                     randomize_first: false,
                     ..RetryPolicy::default()
@@ -496,7 +496,7 @@ async fn retryable_errors_are_retried_with_back_off() {
     let e = only_event(&api);
     assert_eq!(count(&e), Some(2), "the series start waited for its CREATE");
     let stats = p.stats();
-    let s = stats.series_sink("v1").unwrap();
+    let s = stats.sink_v1("v1").unwrap();
     assert_eq!((s.attempts, s.created, s.patched, s.failed()), (4, 1, 1, 0));
     p.shutdown(Duration::from_secs(5)).await;
 }
@@ -517,12 +517,12 @@ impl PanicsOnce {
     }
 }
 
-impl EventsV1Sink for PanicsOnce {
-    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+impl EventSinkV1 for PanicsOnce {
+    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
         self.call();
         self.api.create_v1(event)
     }
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
         self.call();
         self.api.patch_v1(event, patch)
     }
@@ -543,10 +543,10 @@ async fn a_panicking_series_sink_restarts_and_loses_no_count() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()))
-        .series_sink(
+        .sink_v1(
             "v1",
             sink,
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 retry: RetryPolicy {
                     randomize_first: false,
                     ..RetryPolicy::default()
@@ -572,7 +572,7 @@ async fn a_panicking_series_sink_restarts_and_loses_no_count() {
         Some(occurrences),
         "every occurrence in the stored count"
     );
-    let s = report.stats.series_sink("v1").unwrap();
+    let s = report.stats.sink_v1("v1").unwrap();
     assert_eq!(s.restarts, 1, "{s:#?}");
     assert_eq!(
         (s.retry_exhausted, s.abandoned, s.unwritten),
@@ -611,7 +611,7 @@ async fn bounded_cache_evicts_with_a_final_patch() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let stats = p.stats();
-    let s = stats.series_sink("v1").unwrap();
+    let s = stats.sink_v1("v1").unwrap();
     assert_eq!(s.cache.evicted_series, 1);
     assert_eq!(s.cache.entries, 2);
     let a = api
@@ -624,7 +624,7 @@ async fn bounded_cache_evicts_with_a_final_patch() {
     for e in api.list_v1() {
         assert_eq!(count(&e), Some(3), "{}", e.regarding.name);
     }
-    assert_eq!(report.stats.series_sink("v1").unwrap().cache.flushed, 2);
+    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.flushed, 2);
 }
 
 /// D18 (1.27) at the pipeline level: a series PATCH that finds nothing (the event expired)
@@ -646,7 +646,7 @@ async fn expired_event_is_recreated_with_its_series() {
         (name.as_str(), Some(2))
     );
     let stats = p.stats();
-    assert_eq!(stats.series_sink("v1").unwrap().recreated, 1);
+    assert_eq!(stats.sink_v1("v1").unwrap().recreated, 1);
     p.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -661,7 +661,7 @@ async fn d19_two_identical_calls_make_one_series() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()).factory(factory))
-        .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
         .start();
     let r = p.recorder();
     for _ in 0..2 {
@@ -691,7 +691,7 @@ async fn d20_eventf_fields_through_the_pipeline() {
     let p = Pipeline::builder(EventSource::new("c1", "host"))
         .clock(Arc::new(clock))
         .events_v1(EventsV1Config::new(Reporter::with_instance("c1", "i1")))
-        .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
         .start();
     let pod1 = ObjectReference::new("v1", "Pod", "ns1", "pod1").with_uid("12345");
     let node1 = ObjectReference::new("v1", "Node", "", "node1").with_uid("67890");
@@ -736,7 +736,7 @@ async fn packed_v1_paths_store_the_same_event() {
         let p = Pipeline::builder(EventSource::new("eventTest", "host"))
             .clock(Arc::new(VirtualClock::new(t0())))
             .events_v1(EventsV1Config::new(reporter()))
-            .series_sink("v1", api.clone(), SeriesSinkOptions::default())
+            .sink_v1("v1", api.clone(), SinkOptionsV1::default())
             .start();
         let r = p.recorder();
         let pod = pod().with_resource_version("7");
@@ -786,7 +786,7 @@ async fn add_series_sink_sees_later_events() {
         let first = MemoryApiServer::new();
         let builder = Pipeline::builder(EventSource::new("eventTest", "host"))
             .events_v1(EventsV1Config::new(reporter()))
-            .series_sink("one", first.clone(), SeriesSinkOptions::default());
+            .sink_v1("one", first.clone(), SinkOptionsV1::default());
         let mut p = if own_thread {
             builder.start_thread().unwrap()
         } else {
@@ -799,7 +799,7 @@ async fn add_series_sink_sees_later_events() {
         p.flush().await.unwrap();
         let second = MemoryApiServer::new();
         let watcher = p
-            .add_series_sink("two", second.clone(), SeriesSinkOptions::default())
+            .add_sink_v1("two", second.clone(), SinkOptionsV1::default())
             .await
             .unwrap();
         assert_eq!(watcher.name(), "series:two");

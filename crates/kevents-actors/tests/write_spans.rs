@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions, SinkOptions};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptions, SinkOptionsV1};
 use kevents_core::events_v1::{OccurrenceV1, Reporter};
 use kevents_core::{EventSource, EventType, ObjectReference};
 use kevents_sim::MemoryApiServer;
@@ -108,12 +108,12 @@ fn every_write_attempt_has_a_span_with_its_status() {
                     ..SinkOptions::default()
                 },
             )
-            .series_sink(
+            .sink_v1(
                 "v1",
                 api.clone(),
-                SeriesSinkOptions {
+                SinkOptionsV1 {
                     coalesce: false,
-                    ..SeriesSinkOptions::default()
+                    ..SinkOptionsV1::default()
                 },
             )
             .start();

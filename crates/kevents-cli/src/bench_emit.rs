@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::counting_sink::CountingSink;
 use kevents_actors::{
-    EventsV1Config, IntakePolicy, Pipeline, Recorder, SeriesSinkOptions, SinkOptions,
-    WatcherPolicy, WriteBudget,
+    EventsV1Config, IntakePolicy, Pipeline, Recorder, SinkOptions, SinkOptionsV1, WatcherPolicy,
+    WriteBudget,
 };
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::events_v1::Reporter;
@@ -203,14 +203,14 @@ async fn run_once(w: Workload) -> anyhow::Result<serde_json::Value> {
                 ..SinkOptions::default()
             },
         )
-        .series_sink(
+        .sink_v1(
             "count-v1",
             sink.clone(),
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
                 coalesce: false,
                 budget: Some(WriteBudget::off()),
-                ..SeriesSinkOptions::default()
+                ..SinkOptionsV1::default()
             },
         )
         .start();

@@ -7,7 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kevents_core::events_v1::{self, EventsV1Sink, V1SinkFuture};
+use kevents_core::events_v1::{self, EventSinkV1, SinkFutureV1};
 use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
 /// Event name (a 128-bit fingerprint: no string kept per event, and a collision among a few
@@ -94,12 +94,12 @@ impl EventSink for CountingSink {
     }
 }
 
-impl EventsV1Sink for CountingSink {
-    fn create_v1(&self, _: &events_v1::Event) -> V1SinkFuture {
+impl EventSinkV1 for CountingSink {
+    fn create_v1(&self, _: &events_v1::Event) -> SinkFutureV1 {
         self.writes.fetch_add(1, Ordering::Relaxed);
         Box::pin(async { Ok(Stored::AsSent) })
     }
-    fn patch_v1(&self, event: &events_v1::Event, _patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, _patch: &[u8]) -> SinkFutureV1 {
         self.create_v1(event)
     }
 }

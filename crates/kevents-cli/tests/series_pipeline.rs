@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
 use kevents_core::events_v1::{
-    ClusterScopedNamespace, Event, EventFactoryV1, EventsV1Sink, NotePolicy, OccurrenceV1,
-    Reporter, SeriesOptions, V1SinkFuture,
+    ClusterScopedNamespace, Event, EventFactoryV1, EventSinkV1, NotePolicy, OccurrenceV1, Reporter,
+    SeriesOptions, SinkFutureV1,
 };
 use kevents_core::{EventSource, ObjectReference, Time, VirtualClock};
 use kevents_sim::MemoryApiServer;
@@ -67,8 +67,8 @@ fn result_of<T>(r: &Result<T, kevents_core::SinkError>) -> &'static str {
     }
 }
 
-impl EventsV1Sink for RecordingSink {
-    fn create_v1(&self, event: &Event) -> V1SinkFuture {
+impl EventSinkV1 for RecordingSink {
+    fn create_v1(&self, event: &Event) -> SinkFutureV1 {
         let r = self
             .api
             .create_v1_now(event)
@@ -77,7 +77,7 @@ impl EventsV1Sink for RecordingSink {
         Box::pin(async move { r })
     }
 
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1 {
         let r = self
             .api
             .patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
@@ -186,10 +186,10 @@ async fn pipeline_calls(lines: &[Value], reporter: (String, String)) -> (Vec<Cal
     let p = Pipeline::builder(EventSource::new(reporter.0, "host"))
         .clock(Arc::new(clock.clone()))
         .events_v1(EventsV1Config::new(factory.reporter.clone()).factory(factory))
-        .series_sink(
+        .sink_v1(
             "v1",
             sink.clone(),
-            SeriesSinkOptions {
+            SinkOptionsV1 {
                 series: SeriesOptions {
                     heartbeat: far,
                     finish_after: far,

@@ -6,7 +6,7 @@
 //! * [`core_v1`]: the core/v1 `Event` API of client-go's `tools/record` (model,
 //!   [`EventFactory`], [`EventSink`], [`write_event`], [`core_v1::correlator`]).
 //! * [`events_v1`]: the `events.k8s.io/v1` API of client-go's `tools/events` (model,
-//!   `EventFactoryV1`, `SeriesCache`, `EventsV1Sink`, the fallback bridge to core/v1).
+//!   `EventFactoryV1`, `SeriesCache`, `EventSinkV1`, the fallback bridge to core/v1).
 //! * Shared by both: [`time`], [`name`], [`json`], [`reference`](mod@reference) ([`ObjectReference`],
 //!   [`Reference`]), [`meta`] ([`ObjectMeta`]), [`status`] ([`SinkError`], [`Status`]) and [`stored`]
 //!   ([`Stored`], a sink's answer), [`answer`] (an apiserver's answer decoded, as every sink

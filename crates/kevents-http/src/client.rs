@@ -78,7 +78,7 @@ pub use kevents_core::request::STRATEGIC_MERGE_PATCH;
 /// # Ok(()) }
 /// ```
 ///
-/// `events.k8s.io/v1` ([`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink)):
+/// `events.k8s.io/v1` ([`EventSinkV1`](kevents_core::events_v1::EventSinkV1)):
 /// `POST`/`PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]`, the event's JSON
 /// and the series patch as `application/strategic-merge-patch+json`, answers decoded as for
 /// core/v1:

@@ -5,11 +5,11 @@
 //! the kevents pipeline without a second client or a rewrite of its event code:
 //!
 //! * [`KubeSink`]: the sinks of both event APIs (core/v1 [`EventSink`](kevents_core::EventSink),
-//!   `events.k8s.io/v1` [`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink)) over an
+//!   `events.k8s.io/v1` [`EventSinkV1`](kevents_core::events_v1::EventSinkV1)) over an
 //!   existing `kube::Client`, with kevents-http's requests and error classification (404 →
 //!   CREATE, 409 dropped quietly, 429/5xx and transport errors retried, `Retry-After`
 //!   honoured), bounded response reads and sanitised server text. Use it with
-//!   `Pipeline::builder(..).sink(..)` / `.series_sink(..)` like kevents-http's `HttpSink`.
+//!   `Pipeline::builder(..).sink(..)` / `.sink_v1(..)` like kevents-http's `HttpSink`.
 //! * [`Recorder`]: a drop-in for `kube::runtime::events::Recorder` (`Recorder::new(client,
 //!   reporter)`, `publish(&Event, &ObjectReference)`, kube's own types) backed by the kevents
 //!   pipeline: non-blocking, series counted exactly under concurrency, final counts written
@@ -68,7 +68,7 @@
 //! ## A pipeline of your own over the client
 //!
 //! ```no_run
-//! use kevents_actors::{Pipeline, SeriesSinkOptions};
+//! use kevents_actors::{Pipeline, SinkOptionsV1};
 //! use kevents_core::events_v1::{OccurrenceV1, Reporter};
 //! use kevents_core::{EventSource, EventType, ObjectReference};
 //! use kevents_kube::KubeSink;
@@ -80,7 +80,7 @@
 //! // In a tokio application the pipeline runs on a thread of its own.
 //! let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
 //!     .events_v1(kevents_actors::EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))
-//!     .series_sink("apiserver", sink.clone(), SeriesSinkOptions::default())
+//!     .sink_v1("apiserver", sink.clone(), SinkOptionsV1::default())
 //!     .sink("apiserver", sink, Default::default())
 //!     .start();
 //! let pod = ObjectReference::new("v1", "Pod", "default", "web-1");

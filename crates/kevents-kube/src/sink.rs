@@ -23,7 +23,7 @@ pub use kevents_core::request::{
 };
 
 /// An [`EventSink`](kevents_core::EventSink) (core/v1) and
-/// [`EventsV1Sink`](kevents_core::events_v1::EventsV1Sink) (`events.k8s.io/v1`) that sends its
+/// [`EventSinkV1`](kevents_core::events_v1::EventSinkV1) (`events.k8s.io/v1`) that sends its
 /// requests through an existing [`kube::Client`]: the application's authentication (including
 /// exec plugins and token refresh), proxy, TLS and tower middleware are used as they are.
 ///

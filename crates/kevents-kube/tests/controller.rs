@@ -78,7 +78,7 @@ kevents_testkit::real_apiserver_tests! {
         let reconciled = example::run_controller(client.clone(), ns, Arc::clone(&ctx), stop).await;
         let report = recorder.shutdown(Duration::from_secs(30)).await.expect("shutdown");
         assert!(report.completed, "{report:?}");
-        let s = report.stats.series_sink(SINK_NAME).expect("series chain").clone();
+        let s = report.stats.sink_v1(SINK_NAME).expect("series chain").clone();
         assert_eq!(s.failed(), 0, "{s:?}");
 
         let published = ctx.published.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{client_for, kube_client};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kevents_core::events_v1::{EventFactoryV1, EventsV1Sink, OccurrenceV1, Reporter};
+use kevents_core::events_v1::{EventFactoryV1, EventSinkV1, OccurrenceV1, Reporter};
 use kevents_core::{Disposition, SinkError, Stored};
 use kevents_kube::{KubeSink, Notes, PublishError, Recorder, RecorderOptions, SINK_NAME};
 use kevents_sim::{Faults, SimConfig, Simulator};
@@ -86,7 +86,7 @@ async fn sixteen_tasks(target: &Target) {
     let report = join_then_shut_down(tasks, &recorder, Duration::from_secs(30)).await;
     assert_eq!(report.stats.recorded, 800);
     assert_eq!(report.stats.dropped_total(), 0, "{report:?}");
-    let s = report.stats.series_sink(SINK_NAME).expect("series chain");
+    let s = report.stats.sink_v1(SINK_NAME).expect("series chain");
     assert_eq!(s.failed(), 0, "{s:?}");
     // Per ConfigMap: CREATE, series start PATCH, final PATCH at shutdown.
     assert_eq!(s.created, 4, "{s:?}");
@@ -195,7 +195,7 @@ async fn invalid_events_and_shutdown_are_refused_at_the_call() {
     assert_eq!(
         report
             .stats
-            .series_sink(SINK_NAME)
+            .sink_v1(SINK_NAME)
             .map(|s| (s.created, s.failed())),
         Some((1, 0))
     );
@@ -369,6 +369,6 @@ async fn nobody_token_is_forbidden_and_dropped() {
         .shutdown(Duration::from_secs(10))
         .await
         .expect("shutdown");
-    let s = report.stats.series_sink(SINK_NAME).expect("series");
+    let s = report.stats.sink_v1(SINK_NAME).expect("series");
     assert_eq!((s.created, s.rejected), (0, 1), "{s:?}");
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use kevents_core::events_v1::{self, ClusterScopedRule, EventsV1Sink, V1SinkFuture};
+use kevents_core::events_v1::{self, ClusterScopedRule, EventSinkV1, SinkFutureV1};
 use kevents_core::status::{SinkError, Status, StatusDetails};
 use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
@@ -244,7 +244,7 @@ impl MemoryApiServer {
         Ok(updated)
     }
 
-    /// Performs a series-cache write now: CREATE or PATCH, answered as [`EventsV1Sink`]
+    /// Performs a series-cache write now: CREATE or PATCH, answered as [`EventSinkV1`]
     /// answers (the stored copy), for `SeriesCache::on_write_result`.
     pub fn send_v1_now(
         &self,
@@ -292,13 +292,13 @@ fn merge_json(target: &mut Value, patch: Value) {
     }
 }
 
-impl EventsV1Sink for MemoryApiServer {
-    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+impl EventSinkV1 for MemoryApiServer {
+    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
         let r = self.create_v1_now(event).map(Stored::from);
         Box::pin(async move { r })
     }
 
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
         let r = self
             .patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
             .map(Stored::from);

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
 use kevents_core::events_v1::{OccurrenceV1, Reporter};
 use kevents_core::{EventSource, EventType, ObjectReference};
 use kevents_testkit::Target;
@@ -29,11 +29,7 @@ async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
         .events_v1(
             EventsV1Config::new(Reporter::with_instance("kevents.io/e2e", "e2e-0")).served(served),
         )
-        .series_sink(
-            "apiserver",
-            target.admin.clone(),
-            SeriesSinkOptions::default(),
-        )
+        .sink_v1("apiserver", target.admin.clone(), SinkOptionsV1::default())
         .start();
     let recorder = pipeline.recorder();
     let regarding = ObjectReference::new("v1", "Pod", "default", pod).with_uid("uid-e2e");
@@ -54,7 +50,7 @@ async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
     }
     let report = pipeline.shutdown(Duration::from_secs(30)).await;
     assert!(report.completed, "{report:?}");
-    let s = report.stats.series_sink("apiserver").expect("series stats");
+    let s = report.stats.sink_v1("apiserver").expect("series stats");
     assert_eq!((s.created, s.failed()), (1, 0), "{s:?}");
     assert_eq!(s.cache.flushed, 1, "{s:?}");
     format!("{pod}.")

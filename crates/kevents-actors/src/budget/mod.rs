@@ -211,7 +211,7 @@ impl Health {
 /// The write budget of one apiserver, shared by every sink (core/v1 and events.k8s.io/v1
 /// chains, of one pipeline or several) that writes to it: clone the handle and give it to
 /// each ([`SinkOptions::budget`](crate::SinkOptions::budget),
-/// [`SeriesSinkOptions::budget`](crate::SeriesSinkOptions::budget),
+/// [`SinkOptionsV1::budget`](crate::SinkOptionsV1::budget),
 /// [`PipelineBuilder::write_budget`](crate::PipelineBuilder::write_budget)). Without one, each
 /// pipeline builder makes one with [`BudgetOptions::default`], named `default`, shared by
 /// its chains. Several processes writing to one apiserver each adapt on their own and

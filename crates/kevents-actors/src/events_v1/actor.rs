@@ -6,13 +6,13 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
 use kevents_core::events_v1::{
-    EventsV1Sink, SeriesCache, Step, V1WriteOutcome, Write, WriteReason, write_once,
+    EventSinkV1, SeriesCache, Step, Write, WriteOutcomeV1, WriteReason, write_once,
 };
 use kevents_core::{SharedClock, SinkError, Time, WriteKind};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::options::SeriesSinkOptions;
+use super::options::SinkOptionsV1;
 use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::message::{DeliverySlot, EventMessage, Recorded, v1_repeat};
 use crate::policy::RetryPolicy;
@@ -94,7 +94,7 @@ impl Coalesce for Write {
 /// The series sink actor.
 pub(crate) struct SeriesActor {
     cache: SeriesCache,
-    sink: Arc<dyn EventsV1Sink>,
+    sink: Arc<dyn EventSinkV1>,
     retry: RetryPolicy,
     clock: SharedClock,
     max_tick: Duration,
@@ -123,8 +123,8 @@ pub(crate) struct SeriesActor {
 
 impl SeriesActor {
     pub(crate) fn new(
-        sink: Arc<dyn EventsV1Sink>,
-        options: SeriesSinkOptions,
+        sink: Arc<dyn EventSinkV1>,
+        options: SinkOptionsV1,
         budget: WriteBudget,
         clock: SharedClock,
         counters: Arc<SeriesCounters>,
@@ -271,8 +271,8 @@ impl SeriesActor {
 
 impl KeyedWrites for SeriesActor {
     type Write = Write;
-    type Output = V1WriteOutcome;
-    type Attempt = BoxFuture<'static, V1WriteOutcome>;
+    type Output = WriteOutcomeV1;
+    type Attempt = BoxFuture<'static, WriteOutcomeV1>;
 
     fn writer(&mut self) -> &mut KeyedWriter<Write> {
         &mut self.writer
@@ -304,7 +304,7 @@ impl KeyedWrites for SeriesActor {
     fn settle(
         &mut self,
         key: &Key,
-        out: Result<V1WriteOutcome, Panicked>,
+        out: Result<WriteOutcomeV1, Panicked>,
         ctx: &mut Context<Self>,
     ) -> Settle {
         if self.paused() {
@@ -327,7 +327,7 @@ impl KeyedWrites for SeriesActor {
         let out = out.unwrap_or_else(|Panicked(panic)| {
             tracing::error!(sink = %self.counters.name(), event = %key, panic = %panic,
                 "events.k8s.io/v1 sink panicked; restarting it (queued writes are kept)");
-            V1WriteOutcome {
+            WriteOutcomeV1 {
                 sent: job.write.clone(),
                 result: Err(SinkError::Transport(
                     "the events.k8s.io/v1 sink panicked".into(),

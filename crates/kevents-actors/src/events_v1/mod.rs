@@ -1,12 +1,12 @@
 //! The events.k8s.io/v1 sink chain (client-go 1.27+ `tools/events` event series): a
 //! [`SeriesActor`](actor) registered as a watcher that owns a bounded
 //! [`SeriesCache`](kevents_core::events_v1::SeriesCache), runs its heartbeat/finish timers on
-//! the actix clock, writes through an [`EventsV1Sink`] with the keyed writer engine, and
+//! the actix clock, writes through an [`EventSinkV1`] with the keyed writer engine, and
 //! writes the latest count of every open series on graceful shutdown.
 //!
 //! ```text
 //!  Broadcaster ─EventMessage(Recorded::EventsV1)─▶ SeriesActor: observe / tick / flush
-//!      ─▶ keyed writer ─▶ write_once(EventsV1Sink) ─▶ SeriesCache::on_write_result
+//!      ─▶ keyed writer ─▶ write_once(EventSinkV1) ─▶ SeriesCache::on_write_result
 //! ```
 //!
 //! See `docs/semantics.md` ("Series") for what is written when.
@@ -17,13 +17,13 @@ mod options;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use kevents_core::events_v1::EventsV1Sink;
+use kevents_core::events_v1::EventSinkV1;
 
 use crate::chain::{ChainEnv, ChainSpec, Spawned};
 use crate::queue::WatcherQueue;
 use crate::telemetry::SeriesCounters;
 pub(crate) use actor::{FlushSeries, RefreshSeries, SeriesActor, StopSeries};
-pub use options::{DEFAULT_FRESHNESS, SeriesSinkOptions};
+pub use options::{DEFAULT_FRESHNESS, SinkOptionsV1};
 
 /// A series chain as the pipeline keeps it.
 pub(crate) struct SeriesChain {
@@ -34,8 +34,8 @@ pub(crate) struct SeriesChain {
 /// What the builder records for one series chain.
 pub(crate) struct SeriesSpec {
     pub(crate) name: String,
-    pub(crate) sink: Arc<dyn EventsV1Sink>,
-    pub(crate) options: SeriesSinkOptions,
+    pub(crate) sink: Arc<dyn EventSinkV1>,
+    pub(crate) options: SinkOptionsV1,
 }
 
 impl ChainSpec for SeriesSpec {

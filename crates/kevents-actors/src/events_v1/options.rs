@@ -9,24 +9,24 @@ use kevents_core::events_v1::SeriesOptions;
 use crate::budget::WriteBudget;
 use crate::policy::{RetryPolicy, WatcherPolicy};
 
-/// Default of [`SeriesSinkOptions::freshness`]: a series' stored count lags its occurrences by
+/// Default of [`SinkOptionsV1::freshness`]: a series' stored count lags its occurrences by
 /// at most a minute.
 pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(60);
 
-/// Options of a series sink chain ([`PipelineBuilder::series_sink`]).
+/// Options of a series sink chain ([`PipelineBuilder::sink_v1`]).
 ///
 /// ```
-/// use kevents_actors::SeriesSinkOptions;
-/// let o = SeriesSinkOptions::default();
+/// use kevents_actors::SinkOptionsV1;
+/// let o = SinkOptionsV1::default();
 /// assert_eq!(o.series.max_entries, 16_384);
 /// assert!(o.flush_on_shutdown);
 /// assert!(o.coalesce && o.budget.is_none());
 /// assert_eq!(o.freshness, Some(std::time::Duration::from_secs(60))); // live counts
 /// ```
 ///
-/// [`PipelineBuilder::series_sink`]: crate::PipelineBuilder::series_sink
+/// [`PipelineBuilder::sink_v1`]: crate::PipelineBuilder::sink_v1
 #[derive(Clone)]
-pub struct SeriesSinkOptions {
+pub struct SinkOptionsV1 {
     /// The cache: cap on tracked events (eviction rule in `docs/semantics.md`), heartbeat
     /// (30 min), finish (6 min idle), note in the identity (off).
     pub series: SeriesOptions,
@@ -70,9 +70,9 @@ pub struct SeriesSinkOptions {
     pub freshness: Option<Duration>,
 }
 
-impl Default for SeriesSinkOptions {
+impl Default for SinkOptionsV1 {
     fn default() -> Self {
-        SeriesSinkOptions {
+        SinkOptionsV1 {
             series: SeriesOptions::default(),
             retry: RetryPolicy::default(),
             max_in_flight: 16,
@@ -87,9 +87,9 @@ impl Default for SeriesSinkOptions {
     }
 }
 
-impl fmt::Debug for SeriesSinkOptions {
+impl fmt::Debug for SinkOptionsV1 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SeriesSinkOptions")
+        f.debug_struct("SinkOptionsV1")
             .field("series", &self.series)
             .field("retry", &self.retry)
             .field("max_in_flight", &self.max_in_flight)

@@ -15,7 +15,7 @@ use crate::budget::{BudgetOptions, WriteBudget};
 use crate::chain::{ChainEnv, ChainSpec, Placement, Spawned};
 use crate::core_v1::{SinkOptions, SinkSpec};
 use crate::event_pool::EventPool;
-use crate::events_v1::{SeriesSinkOptions, SeriesSpec};
+use crate::events_v1::{SeriesSpec, SinkOptionsV1};
 use crate::intake_item::{EventsV1Config, Factories, V1Intake};
 use crate::logging::{LogStyle, LoggingWatcher};
 use crate::message::EventMessage;
@@ -99,7 +99,7 @@ impl PipelineBuilder {
     }
 
     /// The write budget of the chains that have none of their own
-    /// ([`SinkOptions::budget`], [`SeriesSinkOptions::budget`]). By default each builder makes
+    /// ([`SinkOptions::budget`], [`SinkOptionsV1::budget`]). By default each builder makes
     /// one, named `default`, with [`BudgetOptions::default`] (200 writes/s, burst 1000, 429
     /// pauses, circuit breaker after 5 consecutive failures), shared by its chains. Give the
     /// same [`WriteBudget`] to every pipeline that writes to one apiserver to share it.
@@ -251,11 +251,11 @@ impl PipelineBuilder {
     /// finish (6 min idle) timers, writes through `sink` with retries, and on
     /// [`Pipeline::shutdown`] writes the latest count of every open series. Its counters are
     /// in [`StatsSnapshot::series`](crate::StatsSnapshot::series).
-    pub fn series_sink(
+    pub fn sink_v1(
         mut self,
         name: impl Into<String>,
-        sink: impl kevents_core::events_v1::EventsV1Sink,
-        options: SeriesSinkOptions,
+        sink: impl kevents_core::events_v1::EventSinkV1,
+        options: SinkOptionsV1,
     ) -> Self {
         self.series.push(SeriesSpec {
             name: name.into(),
@@ -263,6 +263,17 @@ impl PipelineBuilder {
             options,
         });
         self
+    }
+
+    /// Renamed [`sink_v1`](Self::sink_v1).
+    #[deprecated(since = "0.1.0", note = "renamed `sink_v1`")]
+    pub fn series_sink(
+        self,
+        name: impl Into<String>,
+        sink: impl kevents_core::events_v1::EventSinkV1,
+        options: SinkOptionsV1,
+    ) -> Self {
+        self.sink_v1(name, sink, options)
     }
 
     /// Registers a watcher of your own from the start.

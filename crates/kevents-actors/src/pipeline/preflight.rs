@@ -19,7 +19,7 @@ impl Pipeline {
     /// [`PreflightReport::is_ok`] says whether events would be lost.
     ///
     /// ```
-    /// use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions};
+    /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
     /// use kevents_core::events_v1::Reporter;
     /// use kevents_core::preflight::{AccessReview, PreflightApi, PreflightFuture, ResourceAttributes};
     /// use kevents_core::{EventSource, SinkError};
@@ -40,7 +40,7 @@ impl Pipeline {
     /// # actix::System::new().block_on(async {
     /// let pipeline = Pipeline::builder(EventSource::new("ctl", "node-1"))
     ///     .events_v1(EventsV1Config::new(Reporter::with_instance("example.com/ctl", "ctl-0")))
-    ///     .series_sink("apiserver", kevents_sim::MemoryApiServer::new(), SeriesSinkOptions::default())
+    ///     .sink_v1("apiserver", kevents_sim::MemoryApiServer::new(), SinkOptionsV1::default())
     ///     .start();
     /// let report = pipeline.preflight(&TeamA, ["team-a"]).await.unwrap();
     /// // Cluster-scoped objects' events go to kube-system, where it may not write.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use kevents_core::EventSink;
-use kevents_core::events_v1::EventsV1Sink;
+use kevents_core::events_v1::EventSinkV1;
 use tokio::sync::{mpsc, oneshot};
 
 pub use super::error::{PipelineError, WatcherHandle};
@@ -14,7 +14,7 @@ use super::local::Local;
 use super::report::ShutdownReport;
 use super::thread::Command;
 use crate::core_v1::{SinkOptions, SinkSpec};
-use crate::events_v1::{SeriesSinkOptions, SeriesSpec};
+use crate::events_v1::{SeriesSpec, SinkOptionsV1};
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::recorder::Recorder;
@@ -123,13 +123,13 @@ impl Pipeline {
     }
 
     /// Adds an events.k8s.io/v1 series chain (its own series cache, timers and writer, as
-    /// [`PipelineBuilder::series_sink`](crate::PipelineBuilder::series_sink) adds one)
+    /// [`PipelineBuilder::sink_v1`](crate::PipelineBuilder::sink_v1) adds one)
     /// registered as watcher `series:<name>`; it sees every event distributed after this
     /// call. On [`shutdown`](Pipeline::shutdown) it writes the latest count of its open
     /// series like the chains the pipeline started with.
     ///
     /// ```
-    /// use kevents_actors::{EventsV1Config, Pipeline, SeriesSinkOptions};
+    /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
     /// use kevents_core::events_v1::{OccurrenceV1, Reporter};
     /// use kevents_core::{EventSource, EventType, ObjectReference};
     /// use kevents_sim::MemoryApiServer;
@@ -141,7 +141,7 @@ impl Pipeline {
     ///     .start();
     /// let api = MemoryApiServer::new();
     /// let watcher = pipeline
-    ///     .add_series_sink("apiserver", api.clone(), SeriesSinkOptions::default())
+    ///     .add_sink_v1("apiserver", api.clone(), SinkOptionsV1::default())
     ///     .await
     ///     .unwrap();
     /// assert_eq!(watcher.name(), "series:apiserver");
@@ -156,11 +156,11 @@ impl Pipeline {
     /// assert_eq!(api.list_v1()[0].series.map(|s| s.count), Some(2));
     /// # });
     /// ```
-    pub async fn add_series_sink(
+    pub async fn add_sink_v1(
         &mut self,
         name: impl Into<String>,
-        sink: impl EventsV1Sink,
-        options: SeriesSinkOptions,
+        sink: impl EventSinkV1,
+        options: SinkOptionsV1,
     ) -> Result<WatcherHandle, PipelineError> {
         let spec = SeriesSpec {
             name: name.into(),
@@ -168,8 +168,8 @@ impl Pipeline {
             options,
         };
         match &mut self.mode {
-            Mode::Local(local) => local.add_series_sink(spec).await,
-            Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSeriesSink(Box::new(spec), r)).await,
+            Mode::Local(local) => local.add_sink_v1(spec).await,
+            Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSinkV1(Box::new(spec), r)).await,
         }
     }
 

@@ -37,7 +37,7 @@ pub(super) enum Command {
         Reply<WatcherHandle>,
     ),
     AddSink(Box<SinkSpec>, Reply<WatcherHandle>),
-    AddSeriesSink(Box<SeriesSpec>, Reply<WatcherHandle>),
+    AddSinkV1(Box<SeriesSpec>, Reply<WatcherHandle>),
     RemoveWatcher(WatcherHandle, Reply<bool>),
     Shutdown(Duration, oneshot::Sender<ShutdownReport>),
 }
@@ -98,8 +98,8 @@ async fn serve(
             Command::AddSink(spec, reply) => {
                 let _ = reply.send(local.add_sink(*spec).await);
             }
-            Command::AddSeriesSink(spec, reply) => {
-                let _ = reply.send(local.add_series_sink(*spec).await);
+            Command::AddSinkV1(spec, reply) => {
+                let _ = reply.send(local.add_sink_v1(*spec).await);
             }
             Command::RemoveWatcher(watcher, reply) => {
                 let _ = reply.send(local.remove_watcher(&watcher).await);

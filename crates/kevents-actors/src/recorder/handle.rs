@@ -109,7 +109,7 @@ impl Recorder {
     /// related kept in annotations.
     ///
     /// ```
-    /// use kevents_actors::{Pipeline, SeriesSinkOptions};
+    /// use kevents_actors::{Pipeline, SinkOptionsV1};
     /// use kevents_core::events_v1::OccurrenceV1;
     /// use kevents_core::{EventSource, EventType, ObjectReference};
     /// use kevents_sim::MemoryApiServer;
@@ -118,7 +118,7 @@ impl Recorder {
     /// # actix::System::new().block_on(async {
     /// let api = MemoryApiServer::new();
     /// let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
-    ///     .series_sink("apiserver", api.clone(), SeriesSinkOptions::default())
+    ///     .sink_v1("apiserver", api.clone(), SinkOptionsV1::default())
     ///     .start();
     /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
     /// let occ = OccurrenceV1::new(pod, None, EventType::Normal, "Scheduled", "Binding", "bound");

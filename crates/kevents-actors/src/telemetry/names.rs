@@ -42,6 +42,8 @@ pub(crate) const SERIES_COUNTED: &str = "kevents_series_counted_in_memory_total"
 pub(crate) const SERIES_REQUESTS: &str = "kevents_series_requests_total";
 /// Gauge, label `sink`: open series now.
 pub(crate) const SERIES_OPEN: &str = "kevents_series_open";
+/// Counter, label `sink`: supervisor restarts of a series actor.
+pub(crate) const SERIES_RESTARTS: &str = "kevents_series_restarts_total";
 /// Gauge, label `sink`: tracked events now.
 pub(crate) const SERIES_ENTRIES: &str = "kevents_series_entries";
 
@@ -72,7 +74,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 27] = [
+pub(crate) const ALL: [(&str, Kind, &str); 28] = [
     (
         RECORDED,
         Kind::Counter,
@@ -159,6 +161,11 @@ pub(crate) const ALL: [(&str, Kind, &str); 27] = [
         "Finished events.k8s.io/v1 writes by outcome (delivered, failed, superseded).",
     ),
     (SERIES_OPEN, Kind::Gauge, "Open events.k8s.io/v1 series."),
+    (
+        SERIES_RESTARTS,
+        Kind::Counter,
+        "Supervisor restarts of an events.k8s.io/v1 series actor (a panicking sink).",
+    ),
     (
         SERIES_ENTRIES,
         Kind::Gauge,

@@ -90,7 +90,7 @@ impl SeriesCounters {
             superseded: Counter::new(requests("superseded")),
             attempts: local(),
             refreshed: Counter::new(writes("refresh")),
-            restarts: local(),
+            restarts: Counter::new(metrics::counter!(names::SERIES_RESTARTS, "sink" => n.clone())),
             queued: AtomicU64::new(0),
             unwritten: AtomicU64::new(0),
             cache: Mutex::new(SeriesStats::default()),

@@ -2,7 +2,7 @@
 //! from core/v1, recorder-side construction (`Eventf(regarding, related, type, reason, action,
 //! note)`), client-side validation with the server's rules, client-go 1.27+ event series as
 //! a bounded state machine ([`SeriesCache`]), the fallback bridge between the two APIs, and the
-//! [`EventsV1Sink`] trait, and client-go's `GetFieldSelector` ([`field_selector`]). See
+//! [`EventSinkV1`] trait, and client-go's `GetFieldSelector` ([`field_selector`]). See
 //! `docs/events-v1.md`.
 //!
 //! How a pipeline drives it:
@@ -23,7 +23,7 @@
 //!         .make(now, occurrence_v1!(pod.clone(), None, EventType::Warning, "BackOff", "Restart", "crash"))
 //!         .unwrap();
 //!     for w in cache.observe(e, now) {
-//!         // A real pipeline sends this through an EventsV1Sink; the in-memory server answers now.
+//!         // A real pipeline sends this through an EventSinkV1; the in-memory server answers now.
 //!         let r = api.send_v1_now(&w);
 //!         assert_eq!(cache.on_write_result(&w, &r), Step::Stored);
 //!     }
@@ -60,7 +60,19 @@ pub use series::{
     DEFAULT_MAX_ENTRIES, FINISH_AFTER, HEARTBEAT, Observed, SeriesCache, SeriesOptions,
     SeriesStats, Step, Write, WriteReason, classify,
 };
-pub use sink::{EventsV1Sink, V1SinkFuture, V1WriteOutcome, send, write_once};
+pub use sink::{EventSinkV1, SinkFutureV1, WriteOutcomeV1, send, write_once};
+
+// The names before the events.k8s.io/v1 axis got one spelling (a type with a core/v1 twin is
+// the twin's name plus `V1`), kept for one release. A re-export cannot carry `#[deprecated]`,
+// so the trait's old name is only hidden from the docs.
+#[doc(hidden)]
+pub use sink::EventSinkV1 as EventsV1Sink;
+/// Renamed [`SinkFutureV1`].
+#[deprecated(since = "0.1.0", note = "renamed `SinkFutureV1`")]
+pub type V1SinkFuture = SinkFutureV1;
+/// Renamed [`WriteOutcomeV1`].
+#[deprecated(since = "0.1.0", note = "renamed `WriteOutcomeV1`")]
+pub type V1WriteOutcome = WriteOutcomeV1;
 pub use validate::{
     ACTION_LIMIT, ClusterScopedRule, InvalidEventV1, NOTE_LIMIT, NotePolicy, REASON_LIMIT,
     REPORTING_INSTANCE_LIMIT, TRUNCATION_MARKER, validate_create, validate_update,

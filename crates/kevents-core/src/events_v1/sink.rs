@@ -1,4 +1,4 @@
-//! The write side of `events.k8s.io/v1`: the [`EventsV1Sink`] trait and one client-go
+//! The write side of `events.k8s.io/v1`: the [`EventSinkV1`] trait and one client-go
 //! `recordEvent` attempt ([`write_once`]).
 
 use std::future::Future;
@@ -10,10 +10,10 @@ use super::series::{Step, Write, classify};
 use crate::status::SinkError;
 use crate::stored::Stored;
 
-/// The future an [`EventsV1Sink`] call returns: the event as the server stored it
+/// The future an [`EventSinkV1`] call returns: the event as the server stored it
 /// ([`Stored::Returned`]), [`Stored::AsSent`] for a sink with no server copy to return, or
 /// why not.
-pub type V1SinkFuture =
+pub type SinkFutureV1 =
     Pin<Box<dyn Future<Output = Result<Stored<Event>, SinkError>> + Send + 'static>>;
 
 /// Writes `events.k8s.io/v1` events (client-go `tools/events` `EventSink`, without `Update`).
@@ -24,50 +24,50 @@ pub type V1SinkFuture =
 /// ambiguous calls.
 ///
 /// ```
-/// use kevents_core::events_v1::{Event, EventsV1Sink, V1SinkFuture};
+/// use kevents_core::events_v1::{Event, EventSinkV1, SinkFutureV1};
 /// use kevents_core::Stored;
 ///
 /// /// A sink that prints events: no server, so the events are stored as sent.
 /// struct Print;
-/// impl EventsV1Sink for Print {
-///     fn create_v1(&self, event: &Event) -> V1SinkFuture {
+/// impl EventSinkV1 for Print {
+///     fn create_v1(&self, event: &Event) -> SinkFutureV1 {
 ///         println!("{} {}: {}", event.type_, event.reason, event.note);
 ///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
-///     fn patch_v1(&self, event: &Event, _patch: &[u8]) -> V1SinkFuture {
+///     fn patch_v1(&self, event: &Event, _patch: &[u8]) -> SinkFutureV1 {
 ///         println!("{} {} (series): {}", event.type_, event.reason, event.note);
 ///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 /// }
 /// ```
-pub trait EventsV1Sink: Send + Sync + 'static {
+pub trait EventSinkV1: Send + Sync + 'static {
     /// `POST /apis/events.k8s.io/v1/namespaces/{event.namespace}/events`.
-    fn create_v1(&self, event: &Event) -> V1SinkFuture;
+    fn create_v1(&self, event: &Event) -> SinkFutureV1;
     /// `PATCH /apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{event.name}` with a
     /// strategic merge patch (`application/strategic-merge-patch+json`).
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> V1SinkFuture;
+    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1;
 }
 
-impl<S: EventsV1Sink + ?Sized> EventsV1Sink for Arc<S> {
-    fn create_v1(&self, event: &Event) -> V1SinkFuture {
+impl<S: EventSinkV1 + ?Sized> EventSinkV1 for Arc<S> {
+    fn create_v1(&self, event: &Event) -> SinkFutureV1 {
         (**self).create_v1(event)
     }
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1 {
         (**self).patch_v1(event, patch)
     }
 }
 
-impl<S: EventsV1Sink + ?Sized> EventsV1Sink for Box<S> {
-    fn create_v1(&self, event: &Event) -> V1SinkFuture {
+impl<S: EventSinkV1 + ?Sized> EventSinkV1 for Box<S> {
+    fn create_v1(&self, event: &Event) -> SinkFutureV1 {
         (**self).create_v1(event)
     }
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1 {
         (**self).patch_v1(event, patch)
     }
 }
 
 /// Sends one request for `write`: POST for [`Write::Create`], PATCH for [`Write::Patch`].
-pub fn send<S: EventsV1Sink + ?Sized>(sink: &S, write: &Write) -> V1SinkFuture {
+pub fn send<S: EventSinkV1 + ?Sized>(sink: &S, write: &Write) -> SinkFutureV1 {
     match write {
         Write::Create { event, .. } => sink.create_v1(event),
         Write::Patch { event, patch, .. } => sink.patch_v1(event, patch),
@@ -76,7 +76,7 @@ pub fn send<S: EventsV1Sink + ?Sized>(sink: &S, write: &Write) -> V1SinkFuture {
 
 /// The result of [`write_once`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct V1WriteOutcome {
+pub struct WriteOutcomeV1 {
     /// The last request sent (the CREATE after a 404, or the write itself). Pass it to
     /// [`crate::events_v1::SeriesCache::on_write_result`], and after [`Step::Retry`] send
     /// [`Write::retry`] of it.
@@ -120,11 +120,11 @@ pub struct V1WriteOutcome {
 /// assert!(out.recreated && out.step == Step::Stored);
 /// assert_eq!(api.get_v1("default", "p.1").unwrap().series.unwrap().count, 2);
 /// ```
-pub async fn write_once<S: EventsV1Sink + ?Sized>(sink: &S, write: Write) -> V1WriteOutcome {
+pub async fn write_once<S: EventSinkV1 + ?Sized>(sink: &S, write: Write) -> WriteOutcomeV1 {
     let result = send(sink, &write).await;
     let step = classify(&write, &result);
     if step != Step::Recreate {
-        return V1WriteOutcome {
+        return WriteOutcomeV1 {
             sent: write,
             result,
             recreated: false,
@@ -134,7 +134,7 @@ pub async fn write_once<S: EventsV1Sink + ?Sized>(sink: &S, write: Write) -> V1W
     let write = write.recreate();
     let result = send(sink, &write).await;
     let step = classify(&write, &result);
-    V1WriteOutcome {
+    WriteOutcomeV1 {
         sent: write,
         result,
         recreated: true,

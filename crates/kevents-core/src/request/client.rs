@@ -14,7 +14,7 @@ pub const EVENTS_V1_PATH: &str = "/apis/events.k8s.io/v1";
 
 /// The requests of both event APIs, written once over a [`Transport`]: the
 /// [`EventSink`](crate::EventSink) (core/v1) and
-/// [`EventsV1Sink`](crate::events_v1::EventsV1Sink) writes (`POST` of the event's Go-identical
+/// [`EventSinkV1`](crate::events_v1::EventSinkV1) writes (`POST` of the event's Go-identical
 /// JSON, strategic-merge `PATCH`), `GET`, `DELETE`, bounded paginated lists, discovery and
 /// [`PreflightApi`](crate::preflight::PreflightApi). kevents-http's `HttpSink` and
 /// kevents-kube's `KubeSink` are transports and answer through it.

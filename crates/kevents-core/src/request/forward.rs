@@ -4,7 +4,7 @@
 
 /// Makes a [`Transport`](crate::request::Transport) type a sink of both event APIs through
 /// the request layer: implements [`EventSink`](crate::EventSink),
-/// [`EventsV1Sink`](crate::events_v1::EventsV1Sink) and
+/// [`EventSinkV1`](crate::events_v1::EventSinkV1) and
 /// [`PreflightApi`](crate::preflight::PreflightApi) for it, and gives it the methods
 /// `api_served`, `events_v1_served`, `get_event`, `get_event_v1`, `delete_event`,
 /// `list_events`, `list_events_v1` and `preflight` of [`Client`](crate::request::Client).
@@ -33,7 +33,7 @@
 /// }
 /// kevents_core::impl_request_sink!(Down);
 ///
-/// fn takes_a_sink(_: impl kevents_core::EventSink + kevents_core::events_v1::EventsV1Sink) {}
+/// fn takes_a_sink(_: impl kevents_core::EventSink + kevents_core::events_v1::EventSinkV1) {}
 /// takes_a_sink(Down);
 /// let served = Down.events_v1_served(); // a future: Err(503)
 /// ```
@@ -137,20 +137,20 @@ macro_rules! impl_request_sink {
 
         /// `events.k8s.io/v1` (client-go `tools/events`): `POST` and strategic-merge `PATCH`
         /// of `/apis/events.k8s.io/v1/namespaces/{ns}/events`, by the request layer.
-        impl $crate::events_v1::EventsV1Sink for $sink {
+        impl $crate::events_v1::EventSinkV1 for $sink {
             fn create_v1(
                 &self,
                 event: &$crate::events_v1::Event,
-            ) -> $crate::events_v1::V1SinkFuture {
-                $crate::events_v1::EventsV1Sink::create_v1(&self.requests(), event)
+            ) -> $crate::events_v1::SinkFutureV1 {
+                $crate::events_v1::EventSinkV1::create_v1(&self.requests(), event)
             }
 
             fn patch_v1(
                 &self,
                 event: &$crate::events_v1::Event,
                 patch: &[u8],
-            ) -> $crate::events_v1::V1SinkFuture {
-                $crate::events_v1::EventsV1Sink::patch_v1(&self.requests(), event, patch)
+            ) -> $crate::events_v1::SinkFutureV1 {
+                $crate::events_v1::EventSinkV1::patch_v1(&self.requests(), event, patch)
             }
         }
 

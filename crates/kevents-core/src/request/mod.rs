@@ -8,7 +8,7 @@
 //! Source layout: `transport.rs` ([`Transport`], [`Request`], [`Response`],
 //! [`ResponseReader`], [`Limits`] and the default limits), `client.rs` ([`Client`], paths
 //! and name checks, discovery, `GET`, `DELETE`), `write.rs` (creates and patches,
-//! [`EventSink`](crate::EventSink) and [`EventsV1Sink`](crate::events_v1::EventsV1Sink) for
+//! [`EventSink`](crate::EventSink) and [`EventSinkV1`](crate::events_v1::EventSinkV1) for
 //! [`Client`]), `list.rs` (lists, [`ListError`]), `preflight.rs`
 //! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]) and `forward.rs`
 //! ([`impl_request_sink!`](crate::impl_request_sink): a transport type's sink methods and

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::core_v1::{Event, EventSink, WriteKind, write_event};
-use crate::events_v1::{self, EventsV1Sink};
+use crate::events_v1::{self, EventSinkV1};
 use crate::preflight::{PreflightApi, ResourceAttributes};
 use crate::status::{Disposition, SinkError};
 use crate::stored::Stored;

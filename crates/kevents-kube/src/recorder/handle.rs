@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference as K8sReference;
 use kevents_actors::{
-    Emit, EventsV1Config, Pipeline, SeriesSinkOptions, ShutdownReport, SinkOptions, StatsSnapshot,
+    Emit, EventsV1Config, Pipeline, ShutdownReport, SinkOptions, SinkOptionsV1, StatsSnapshot,
 };
 use kevents_core::EventSource;
 use kevents_core::events_v1::OccurrenceV1;
@@ -26,7 +26,7 @@ use crate::sink::KubeSink;
 /// ```no_run
 /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {
 /// let stats = recorder.stats().await?;
-/// let series = stats.series_sink(kevents_kube::SINK_NAME).expect("the recorder's chain");
+/// let series = stats.sink_v1(kevents_kube::SINK_NAME).expect("the recorder's chain");
 /// println!("{} creates, {} patches", series.created, series.patched);
 /// # Ok(()) }
 /// ```
@@ -209,11 +209,11 @@ impl Recorder {
             },
             cluster_scoped_v1: factory.cluster_scoped_namespace,
         };
-        let mut series = SeriesSinkOptions {
+        let mut series = SinkOptionsV1 {
             retry: options.retry.clone(),
             max_in_flight: options.max_in_flight,
             delivery: options.delivery,
-            ..SeriesSinkOptions::default()
+            ..SinkOptionsV1::default()
         };
         series.series.note_in_identity = options.notes == Notes::Distinct;
         series.series.max_entries = options.max_series.max(1);
@@ -232,7 +232,7 @@ impl Recorder {
                 .factory(factory)
                 .served(options.events_v1_served),
         )
-        .series_sink(SINK_NAME, sink.clone(), series);
+        .sink_v1(SINK_NAME, sink.clone(), series);
         let builder = if options.events_v1_served {
             builder
         } else {
@@ -410,7 +410,7 @@ impl Recorder {
     }
 
     /// Every counter of the pipeline, now (the series chain is
-    /// `stats.series_sink(SINK_NAME)`).
+    /// `stats.sink_v1(SINK_NAME)`).
     ///
     /// ```no_run
     /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses part of it
 
-use kevents_core::events_v1::{self, EventsV1Sink, V1SinkFuture};
+use kevents_core::events_v1::{self, EventSinkV1, SinkFutureV1};
 use kevents_core::{Event, EventSink, SinkError, SinkFuture};
 use kevents_kube::KubeSink;
 use kevents_testkit::conformance::SuiteSink;
@@ -42,11 +42,11 @@ impl EventSink for Via {
     }
 }
 
-impl EventsV1Sink for Via {
-    fn create_v1(&self, event: &events_v1::Event) -> V1SinkFuture {
+impl EventSinkV1 for Via {
+    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
         self.0.create_v1(event)
     }
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> V1SinkFuture {
+    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
         self.0.patch_v1(event, patch)
     }
 }

@@ -1,6 +1,6 @@
 //! The `events.k8s.io/v1` conformance scenarios: each takes a [`Target`] and checks one
 //! behaviour of `/apis/events.k8s.io/v1` as the series writer sees it through
-//! [`kevents_http::HttpSink`]'s [`EventsV1Sink`] implementation. The same functions run
+//! [`kevents_http::HttpSink`]'s [`EventSinkV1`] implementation. The same functions run
 //! against the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to
 //! answer like the real one (codes and `Status` reasons; messages are not compared).
 

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 
-use kevents_core::events_v1::{Event as V1Event, EventsV1Sink};
+use kevents_core::events_v1::{Event as V1Event, EventSinkV1};
 use kevents_core::{Event, EventSink, SinkError, Stored};
 use kevents_http::HttpSink;
 
@@ -30,7 +30,7 @@ pub mod events_v1;
 /// the same scenarios run through kevents-http's [`HttpSink`] and through any other sink
 /// (kevents-kube's sink over a `kube::Client`, in its tests). List errors are text: each sink
 /// has its own list error type.
-pub trait SuiteSink: EventSink + EventsV1Sink + Clone {
+pub trait SuiteSink: EventSink + EventSinkV1 + Clone {
     /// `GET` of one core/v1 event.
     fn get_event(
         &self,
