@@ -37,6 +37,9 @@
 /// takes_a_sink(Down);
 /// let served = Down.events_v1_served(); // a future: Err(503)
 /// ```
+// Hidden: kevents' own sinks use it; a transport of a user's own is used through
+// `Client::new(transport)`, which is a sink of both APIs already (one door).
+#[doc(hidden)]
 #[macro_export]
 macro_rules! impl_request_sink {
     ($sink:ty) => {
