@@ -20,6 +20,7 @@ use kevents_core::SharedClock;
 use crate::budget::WriteBudget;
 use crate::event_pool::EventPool;
 use crate::message::{EventBatch, EventMessage};
+use crate::policy::WatcherPolicy;
 use crate::queue::WatcherQueue;
 use crate::registry::Registry;
 
@@ -48,6 +49,30 @@ pub(crate) struct ChainEnv {
     pub(crate) queue_max_bytes: usize,
     /// Where a chain's actors run.
     pub(crate) placement: Placement,
+}
+
+impl ChainEnv {
+    /// The budget a chain writes with: its own (`options.budget`) or else the pipeline's,
+    /// registered so that its snapshot is in the pipeline's stats.
+    pub(crate) fn budget_for(&self, own: Option<&WriteBudget>) -> WriteBudget {
+        let budget = own.cloned().unwrap_or_else(|| self.budget.clone());
+        self.registry.add_budget(&budget);
+        budget
+    }
+
+    /// A chain's watcher queue, named `<kind>:<name>` (`sink:api`, `series:v1`).
+    pub(crate) fn queue(
+        &self,
+        kind: &str,
+        name: &str,
+        delivery: WatcherPolicy,
+    ) -> Arc<WatcherQueue> {
+        Arc::new(WatcherQueue::new(
+            &format!("{kind}:{name}"),
+            delivery,
+            self.queue_max_bytes,
+        ))
+    }
 }
 
 /// A chain started: what the pipeline keeps of it, and what the broadcaster registers.

@@ -19,7 +19,6 @@ use kevents_core::{Correlator, CorrelatorOptions, EventSink};
 use crate::budget::WriteBudget;
 use crate::chain::{ChainEnv, ChainSpec, Spawned};
 use crate::policy::{RetryPolicy, WatcherPolicy};
-use crate::queue::WatcherQueue;
 use crate::telemetry::SinkCounters;
 pub use correlator::TAIL_CHECK;
 use correlator::Tails;
@@ -128,17 +127,8 @@ impl ChainSpec for SinkSpec {
         let arbiter = env.placement.correlator.as_ref();
         let counters = Arc::new(SinkCounters::new(&spec.name));
         env.registry.add_sink(Arc::clone(&counters));
-        let budget = spec
-            .options
-            .budget
-            .clone()
-            .unwrap_or_else(|| env.budget.clone());
-        env.registry.add_budget(&budget);
-        let queue = Arc::new(WatcherQueue::new(
-            &format!("sink:{}", spec.name),
-            spec.options.delivery,
-            env.queue_max_bytes,
-        ));
+        let budget = env.budget_for(spec.options.budget.as_ref());
+        let queue = env.queue("sink", &spec.name, spec.options.delivery);
         let registry = Arc::clone(&env.registry);
         let pool = Arc::clone(&env.pool);
         // With a sink arbiter, the correlator runs there and the sink actor on the writer

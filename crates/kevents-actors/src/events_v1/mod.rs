@@ -20,7 +20,6 @@ use actix::prelude::*;
 use kevents_core::events_v1::EventSinkV1;
 
 use crate::chain::{ChainEnv, ChainSpec, Spawned};
-use crate::queue::WatcherQueue;
 use crate::telemetry::SeriesCounters;
 pub(crate) use actor::{FlushSeries, RefreshSeries, SeriesActor, StopSeries};
 pub use options::{DEFAULT_FRESHNESS, SinkOptionsV1};
@@ -49,17 +48,8 @@ impl ChainSpec for SeriesSpec {
         let flush_on_shutdown = spec.options.flush_on_shutdown;
         let counters = Arc::new(SeriesCounters::new(&spec.name));
         env.registry.add_series(Arc::clone(&counters));
-        let budget = spec
-            .options
-            .budget
-            .clone()
-            .unwrap_or_else(|| env.budget.clone());
-        env.registry.add_budget(&budget);
-        let queue = Arc::new(WatcherQueue::new(
-            &format!("series:{}", spec.name),
-            spec.options.delivery,
-            env.queue_max_bytes,
-        ));
+        let budget = env.budget_for(spec.options.budget.as_ref());
+        let queue = env.queue("series", &spec.name, spec.options.delivery);
         let actor = SeriesActor::new(
             spec.sink,
             spec.options,
