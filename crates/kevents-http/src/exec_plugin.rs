@@ -199,8 +199,8 @@ impl ExecConfig {
     /// this process plus [`ExecConfig::env`] and [`EXEC_INFO_ENV`], in a process group of its
     /// own that is killed whole after [`ExecConfig::timeout`]; stdout read up to
     /// [`MAX_EXEC_OUTPUT_BYTES`], the end of stderr logged at debug level only when it
-    /// failed. Nothing of stdout is logged, nothing of stderr is in an error. [`HttpSink`]
-    /// (crate::HttpSink) calls it when it needs a credential; calling it directly is for
+    /// failed. Nothing of stdout is logged, nothing of stderr is in an error.
+    /// [`HttpSink`](crate::HttpSink) calls it when it needs a credential; calling it directly is for
     /// checking a plugin.
     ///
     /// ```
