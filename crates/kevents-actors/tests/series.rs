@@ -781,7 +781,7 @@ async fn packed_v1_paths_store_the_same_event() {
 /// (its own series cache), as a core/v1 chain added with `add_sink` does; on the pipeline's
 /// own thread too.
 #[actix_rt::test]
-async fn add_series_sink_sees_later_events() {
+async fn add_sink_v1_sees_later_events() {
     for own_thread in [false, true] {
         let first = MemoryApiServer::new();
         let builder = Pipeline::builder(EventSource::new("eventTest", "host"))
