@@ -236,6 +236,8 @@ log "cache directory: $CACHE"
 ensure_tools "etcd openssl curl flock" etcd-server openssl curl ca-certificates util-linux
 # Tests run `kubectl describe`; the machine image ships kubectl, Debian's client is the fallback.
 ensure_tools "kubectl" kubernetes-client
+# .ci/run's checks (filecycles.py, docscheck.py) and the bench scripts are Python 3.
+ensure_tools "python3" python3
 
 if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ]; then
     # Prefer the version apt knows about (no network needed); on a machine
