@@ -253,6 +253,13 @@ impl Answer<'_> {
         &self,
         api_version: Option<&str>,
     ) -> Result<T, SinkError> {
+        from_event_value(self.event_value(api_version)?)
+    }
+
+    /// The answer's body as a JSON value, once it is checked to be a 2xx answer carrying an
+    /// Event of `api_version` (any core/v1 `Event` for `None`). Decoded once: the typed event
+    /// is made from this value (`from_event_value`), not from a second tree.
+    fn event_value(&self, api_version: Option<&str>) -> Result<serde_json::Value, SinkError> {
         if !self.is_success() {
             return Err(self.status_error());
         }
@@ -283,8 +290,7 @@ impl Answer<'_> {
                 }
             }
         }
-        serde_json::from_value(value)
-            .map_err(|e| unexpected_object(format_args!("malformed Event: {e}")))
+        Ok(value)
     }
 
     /// [`Answer::decode_event`] of the answer to a write (create or patch) of the event
@@ -312,7 +318,7 @@ impl Answer<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<T, SinkError> {
-        let value: serde_json::Value = self.decode_event(api_version)?;
+        let value = self.event_value(api_version)?;
         let meta = value.get("metadata");
         let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(|v| v.as_str());
         let got_name = field("name").unwrap_or("");
@@ -336,9 +342,14 @@ impl Answer<'_> {
                 shown(got_name)
             )));
         }
-        serde_json::from_value(value)
-            .map_err(|e| unexpected_object(format_args!("malformed Event: {e}")))
+        from_event_value(value)
     }
+}
+
+/// The typed event of a checked answer's JSON value.
+fn from_event_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, SinkError> {
+    serde_json::from_value(value)
+        .map_err(|e| unexpected_object(format_args!("malformed Event: {e}")))
 }
 
 #[cfg(test)]

@@ -131,6 +131,9 @@ struct State {
     namespaces: HashMap<Box<str>, Throttle>,
     /// Objects a `SourceAndObject` 429 paused, until when.
     objects: HashMap<u64, Instant>,
+    /// When the last of `objects`' pauses ends: past it the map is cleared, so a write
+    /// hashes its object only while some object is paused.
+    objects_until: Option<Instant>,
     /// Writes in flight at most (adaptive; infinite until the first 429).
     in_flight_limit: f64,
     failures: u32,
@@ -304,6 +307,7 @@ impl WriteBudget {
                 all,
                 namespaces: HashMap::new(),
                 objects: HashMap::new(),
+                objects_until: None,
                 in_flight_limit: f64::INFINITY,
                 failures: 0,
                 circuit: Circuit::Closed,
@@ -396,6 +400,10 @@ impl WriteBudget {
                 }
                 return Admit::Wait(interval.min(Duration::from_millis(100)), Deferral::Circuit);
             }
+        }
+        if st.objects_until.is_some_and(|until| now >= until) {
+            st.objects.clear();
+            st.objects_until = None;
         }
         if !st.objects.is_empty() {
             let object = scope.object();
@@ -519,6 +527,7 @@ impl WriteBudget {
                     let until = now + d;
                     let e = st.objects.entry(scope.object()).or_insert(until);
                     *e = (*e).max(until);
+                    st.objects_until = Some(st.objects_until.map_or(until, |u| u.max(until)));
                     Some(d)
                 })
             }

@@ -195,14 +195,14 @@ impl Throttle {
         }
         self.refill(now);
         let recovered = self.before_decrease * 0.9;
-        // The longer no 429 came, the faster it grows: the limit may have risen (another
-        // pipeline sharing it finished).
-        let quiet = secs(now.saturating_duration_since(self.epoch_start));
-        let probe = 2f64.powf((quiet / PROBE_AFTER_SECS).min(10.0)).max(1.0);
         let step = if self.rate < recovered {
             // Back quickly to where the last decrease may have undershot.
             ((recovered - self.rate) * 0.05).max(self.step)
         } else {
+            // The longer no 429 came, the faster it grows: the limit may have risen (another
+            // pipeline sharing it finished).
+            let quiet = secs(now.saturating_duration_since(self.epoch_start));
+            let probe = 2f64.powf((quiet / PROBE_AFTER_SECS).min(10.0)).max(1.0);
             self.step * probe
         };
         self.rate = (self.rate + step).min(self.ceiling);

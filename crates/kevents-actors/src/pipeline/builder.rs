@@ -347,7 +347,7 @@ impl PipelineBuilder {
             let (recorder, local) = self.start_here();
             Ok(Pipeline {
                 recorder,
-                registry: Arc::clone(&local.registry),
+                registry: Arc::clone(&local.env.registry),
                 mode: Mode::Local(Box::new(local)),
             })
         } else {
@@ -455,7 +455,6 @@ impl PipelineBuilder {
             sinks,
             series,
             env,
-            registry,
         };
         (recorder, local)
     }

@@ -17,7 +17,6 @@ use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::queue::WatcherQueue;
 use crate::recorder::{CloseIntake, Intake, RecorderActor, StopRecorder};
-use crate::registry::Registry;
 
 /// The running actors of one pipeline and what is needed to add chains to it.
 pub(super) struct Local {
@@ -28,7 +27,6 @@ pub(super) struct Local {
     pub(super) series: Vec<SeriesChain>,
     /// What every chain is spawned with (budget, clock, event pool, placement, queue bound).
     pub(super) env: ChainEnv,
-    pub(super) registry: Arc<Registry>,
 }
 
 impl Local {
@@ -103,9 +101,9 @@ impl Local {
     }
 
     pub(super) async fn flush(&self) -> Result<(), PipelineError> {
-        let target = self.registry.intake.recorded_total();
+        let target = self.env.registry.intake.recorded_total();
         // Everything recorded before this call must have left the intake first.
-        while self.registry.intake.taken_total() < target {
+        while self.env.registry.intake.taken_total() < target {
             actix_rt::time::sleep(Duration::from_millis(1)).await;
         }
         let watchers = self
@@ -144,8 +142,9 @@ impl Local {
         };
         let completed = matches!(actix_rt::time::timeout(deadline, drain).await, Ok(Some(())));
 
-        let pending_intake = self.registry.intake.undistributed();
+        let pending_intake = self.env.registry.intake.undistributed();
         let pending_watchers = self
+            .env
             .registry
             .watchers()
             .iter()
@@ -162,7 +161,7 @@ impl Local {
         for chain in &self.series {
             let _ = chain.addr.send(StopSeries).await;
         }
-        let registry = Arc::clone(&self.registry);
+        let registry = Arc::clone(&self.env.registry);
         // The intake is closed: the drop (`on_drop.rs`) warns of nothing.
         drop(self);
         // Let the stopped actors (possibly on another arbiter) run their last poll.

@@ -15,7 +15,7 @@ impl Drop for Local {
         if self.intake.is_closed() {
             return;
         }
-        let pending = self.registry.snapshot().unwritten();
+        let pending = self.env.registry.snapshot().unwritten();
         if pending == 0 {
             return;
         }

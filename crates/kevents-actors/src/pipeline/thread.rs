@@ -83,7 +83,10 @@ async fn serve(
     drop_deadline: Duration,
 ) -> Option<(oneshot::Sender<ShutdownReport>, ShutdownReport, Instant)> {
     let (recorder, mut local) = build();
-    if ready.send((recorder, Arc::clone(&local.registry))).is_err() {
+    if ready
+        .send((recorder, Arc::clone(&local.env.registry)))
+        .is_err()
+    {
         let _ = local.shutdown(Duration::ZERO).await;
         return None;
     }
@@ -112,7 +115,7 @@ async fn serve(
         }
     }
     // The handle is gone without a shutdown: drain what is left rather than drop it.
-    let unwritten = local.registry.snapshot().unwritten();
+    let unwritten = local.env.registry.snapshot().unwritten();
     if unwritten > 0 {
         tracing::warn!(
             unwritten,
