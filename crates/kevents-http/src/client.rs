@@ -14,7 +14,7 @@ use kevents_core::SinkError;
 use kevents_core::answer::unexpected_object as unexpected;
 use kevents_core::request::{
     APPLICATION_JSON, Client, Limits, Request, Response, ResponseReader, Transport,
-    TransportFuture, error_chain,
+    TransportFuture, error_chain, log_exchange,
 };
 
 use reqwest::Url;
@@ -401,22 +401,7 @@ impl HttpSink {
             Ok(read.finish(code, retry_after.as_deref()))
         }
         .await;
-        match &result {
-            Ok(a) => tracing::debug!(
-                method = %request.method,
-                path = url.path(),
-                status = a.code,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "apiserver request"
-            ),
-            Err(e) => tracing::debug!(
-                method = %request.method,
-                path = url.path(),
-                error = %e,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "apiserver request failed"
-            ),
-        }
+        log_exchange("reqwest", request.method, url.path(), started, &result);
         result
     }
 }

@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use kevents_core::SinkError;
 use kevents_core::request::{
     APPLICATION_JSON, Client, Limits, Request, Response, ResponseReader, Transport,
-    TransportFuture, error_chain,
+    TransportFuture, error_chain, log_exchange,
 };
 
 pub use kevents_core::request::{
@@ -216,10 +216,10 @@ impl Transport for KubeSink {
             let method = request.method;
             let timeout = request.timeout;
             let cap = request.max_response_bytes;
-            let path_only = request.path.split('?').next().unwrap_or("").to_owned();
+            let path = request.path;
             let mut req = HttpRequest::builder()
                 .method(method.as_str())
-                .uri(request.path)
+                .uri(path.as_str())
                 .header(ACCEPT, APPLICATION_JSON);
             if let Some(content_type) = request.content_type {
                 req = req.header(CONTENT_TYPE, content_type);
@@ -256,22 +256,7 @@ impl Transport for KubeSink {
                 Ok(r) => r,
                 Err(_) => Err(SinkError::Timeout(timeout)),
             };
-            match &result {
-                Ok(a) => tracing::debug!(
-                    method = %method,
-                    path = path_only,
-                    status = a.code,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "apiserver request (kube client)"
-                ),
-                Err(e) => tracing::debug!(
-                    method = %method,
-                    path = path_only,
-                    error = %e,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "apiserver request failed (kube client)"
-                ),
-            }
+            log_exchange("kube", method, &path, started, &result);
             result
         })
     }

@@ -94,13 +94,7 @@ impl<T: Transport> Client<T> {
         let answer = self
             .send(Method::Get, encode_path(path), None, Vec::new(), cap)
             .await?;
-        if !answer.answer().is_success() {
-            return Err(answer.answer().status_error());
-        }
-        if answer.oversized {
-            return Err(answer_too_large(cap));
-        }
-        Ok(answer.body)
+        success_body(answer, cap)
     }
 
     /// Whether the apiserver serves an API group version: `GET path` answered 2xx (`true`)
@@ -158,6 +152,18 @@ impl<T: Transport> Client<T> {
 /// ```
 pub fn answer_too_large(limit: usize) -> SinkError {
     SinkError::UnexpectedObject(format!("response body larger than {limit} bytes"))
+}
+
+/// The body of a 2xx answer read whole within `cap`; another answer is the server's error,
+/// a body over `cap` [`answer_too_large`].
+pub(crate) fn success_body(answer: Response, cap: usize) -> Result<Vec<u8>, SinkError> {
+    if !answer.answer().is_success() {
+        return Err(answer.answer().status_error());
+    }
+    if answer.oversized {
+        return Err(answer_too_large(cap));
+    }
+    Ok(answer.body)
 }
 
 /// Percent-encodes one path segment or query value (everything but RFC 3986's unreserved

@@ -62,6 +62,7 @@ pub use transport::{
     APISERVER_MAX_REQUEST_BYTES, APPLICATION_JSON, DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES,
     DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_REQUEST_TIMEOUT, LIST_PAGE_SIZE, Limits, Method, Request,
     Response, ResponseReader, STRATEGIC_MERGE_PATCH, Transport, TransportFuture, error_chain,
+    log_exchange,
 };
 
 #[cfg(test)]

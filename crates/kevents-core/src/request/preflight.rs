@@ -8,7 +8,7 @@ use crate::preflight::{
 };
 use crate::status::SinkError;
 
-use super::client::{Client, answer_too_large};
+use super::client::{Client, success_body};
 use super::transport::{APPLICATION_JSON, Method, Transport};
 
 impl<T: Transport> PreflightApi for Client<T> {
@@ -27,13 +27,7 @@ impl<T: Transport> PreflightApi for Client<T> {
             let answer = self
                 .send(Method::Post, path, Some(APPLICATION_JSON), body, cap)
                 .await?;
-            if !answer.answer().is_success() {
-                return Err(answer.answer().status_error());
-            }
-            if answer.oversized {
-                return Err(answer_too_large(cap));
-            }
-            AccessReview::decode(&answer.body)
+            AccessReview::decode(&success_body(answer, cap)?)
         })
     }
 }

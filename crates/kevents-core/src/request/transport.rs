@@ -252,6 +252,27 @@ pub trait Transport: Clone + Send + Sync + 'static {
     fn limits(&self) -> Limits;
 }
 
+/// Logs one exchange of a transport at debug level: method, path without its query, status
+/// or error, time taken, and which transport (`reqwest`, `kube`). Every transport calls it
+/// once per request it sends.
+pub fn log_exchange(
+    transport: &'static str,
+    method: Method,
+    path: &str,
+    started: std::time::Instant,
+    result: &Result<Response, SinkError>,
+) {
+    // The path without its query (a list's `continue` token is the server's text).
+    let path = path.split('?').next().unwrap_or("");
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    match result {
+        Ok(a) => tracing::debug!(method = %method, path, status = a.code, elapsed_ms, transport,
+            "apiserver request"),
+        Err(e) => tracing::debug!(method = %method, path, error = %e, elapsed_ms, transport,
+            "apiserver request failed"),
+    }
+}
+
 /// An error and its sources as one line, sanitised: it can carry server-provided text (the
 /// names in a certificate, a proxy's answer).
 ///
