@@ -13,7 +13,7 @@ use crate::broadcaster::{Broadcaster, Drained, Register, StopBroadcaster, Unregi
 use crate::chain::{ChainEnv, ChainSpec, Spawned};
 use crate::core_v1::{ReleaseTails, SinkChain, SinkSpec, StopCorrelator};
 use crate::events_v1::{FlushSeries, SeriesChain, SeriesSpec, StopSeries};
-use crate::message::EventMessage;
+use crate::message::{EventBatch, EventMessage};
 use crate::policy::WatcherPolicy;
 use crate::queue::WatcherQueue;
 use crate::recorder::{CloseIntake, Intake, RecorderActor, StopRecorder};
@@ -37,11 +37,23 @@ impl Local {
         policy: WatcherPolicy,
     ) -> Result<WatcherHandle, PipelineError> {
         let queue = Arc::new(WatcherQueue::new(&name, policy, self.env.queue_max_bytes));
+        self.register(recipient, None, queue).await
+    }
+
+    /// Registers a watcher and its queue with the broadcaster; the handle is named after
+    /// the queue.
+    async fn register(
+        &self,
+        recipient: Recipient<EventMessage>,
+        batch: Option<Recipient<EventBatch>>,
+        queue: Arc<WatcherQueue>,
+    ) -> Result<WatcherHandle, PipelineError> {
+        let name = queue.name().to_owned();
         let id = self
             .broadcaster
             .send(Register {
                 recipient,
-                batch: None,
+                batch,
                 queue,
             })
             .await
@@ -62,18 +74,8 @@ impl Local {
             batch,
             queue,
         } = spec.spawn(&self.env);
-        let name = queue.name().to_owned();
         keep(self, chain);
-        let id = self
-            .broadcaster
-            .send(Register {
-                recipient,
-                batch,
-                queue,
-            })
-            .await
-            .map_err(|_| PipelineError::Shutdown)?;
-        Ok(WatcherHandle::new(id, name))
+        self.register(recipient, batch, queue).await
     }
 
     pub(super) async fn add_sink(
