@@ -141,7 +141,7 @@ pub use kevents_actors::FakeRecorder;
 pub use kevents_actors::Pipeline;
 pub use kevents_actors::{
     Emit, EventsV1Config, ObjectRecorder, PipelineBuilder, PipelineError, RecordError, Recorder,
-    ShutdownReport, SinkOptions, SinkOptionsV1, StartError, eventf, eventf_v1,
+    ShutdownReport, SinkOptions, SinkOptionsV1, StartError, eventf, eventf_v1, terminated,
 };
 pub use kevents_core::{EventSource, EventType, ObjectReference, Reference};
 

@@ -104,7 +104,7 @@ pub use message::{DeliverySlot, EventMessage, Recorded};
 pub use overflow::Repeats;
 pub use pipeline::{
     DEFAULT_DROP_DEADLINE, Pipeline, PipelineBuilder, PipelineError, ShutdownReport, StartError,
-    WatcherHandle,
+    WatcherHandle, terminated,
 };
 pub use policy::{
     Classifier, DEFAULT_OVERFLOW_ENTRIES, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy,

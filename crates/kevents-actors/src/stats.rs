@@ -226,22 +226,17 @@ impl StatsSnapshot {
     /// assert_eq!(s.unwritten(), 0);
     /// ```
     pub fn unwritten(&self) -> u64 {
+        // Occurrences only, each once: an event being written still holds its slot in its
+        // watcher's queue (`depth`), so the sinks' queued writes (a unit of their own) are
+        // not added again; a series counts in memory only what no queued write carries.
         self.intake_depth
             + self
                 .watchers
                 .iter()
                 .map(|w| w.depth + w.overflow)
                 .sum::<u64>()
-            + self
-                .sinks
-                .iter()
-                .map(|k| k.deferred + k.queued)
-                .sum::<u64>()
-            + self
-                .series
-                .iter()
-                .map(|k| k.unwritten + k.queued)
-                .sum::<u64>()
+            + self.sinks.iter().map(|k| k.deferred).sum::<u64>()
+            + self.series.iter().map(|k| k.unwritten).sum::<u64>()
     }
 
     /// The write budget named `name`.

@@ -96,6 +96,17 @@ mod sink;
 // Above the sink: the recorder built on it.
 mod recorder;
 
+/// Resolves on SIGTERM or Ctrl-C: await it, then [`Recorder::shutdown`] (kevents-actors'
+/// `terminated`; `docs/kube-rs.md` has the pattern with kube-rs's `Controller`).
+///
+/// ```no_run
+/// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), Box<dyn std::error::Error>> {
+/// kevents_kube::terminated().await?;
+/// let report = recorder.shutdown(std::time::Duration::from_secs(20)).await?;
+/// eprintln!("{report}");
+/// # Ok(()) }
+/// ```
+pub use kevents_actors::terminated;
 /// Why a list of events failed: kevents-core's request layer's, the same type as
 /// `kevents_http::ListError`.
 ///

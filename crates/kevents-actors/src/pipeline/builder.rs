@@ -289,8 +289,14 @@ impl PipelineBuilder {
 
     /// How long a pipeline on its own thread drains (writes what is queued, the counts of
     /// open series, deferred tails) when its [`Pipeline`] is dropped without
-    /// [`Pipeline::shutdown`] (default [`DEFAULT_DROP_DEADLINE`], 5 s). Its requests need
-    /// their sink's runtime alive then (a `KubeSink`'s client runs on the application's).
+    /// [`Pipeline::shutdown`] (default [`DEFAULT_DROP_DEADLINE`], 5 s). The drop waits for
+    /// that drain, at most this long (plus a second for the thread's runtime to go), so a
+    /// process that returns from `main` right after the drop has its counts stored; what
+    /// is not written by then is said on stderr. On a multi-thread tokio runtime the wait
+    /// hands the worker's tasks over (`block_in_place`); on a current-thread runtime it
+    /// blocks that runtime, so a sink whose requests run on it (a `kube::Client` made
+    /// there) cannot progress: call [`Pipeline::shutdown`] there (kevents-kube's recorder
+    /// does not wait on such a runtime, and says so).
     pub fn drop_deadline(mut self, deadline: Duration) -> Self {
         self.drop_deadline = deadline;
         self
@@ -374,7 +380,7 @@ impl PipelineBuilder {
         Ok(Pipeline {
             recorder: started.recorder,
             registry: started.registry,
-            mode: Mode::Thread(started.commands),
+            mode: Mode::Thread(started.link),
         })
     }
 

@@ -12,9 +12,11 @@ mod on_drop;
 mod preflight;
 mod report;
 mod running;
+mod signal;
 mod thread;
 
 pub use builder::{DEFAULT_DROP_DEADLINE, PipelineBuilder};
 pub use error::StartError;
 pub use report::ShutdownReport;
 pub use running::{Pipeline, PipelineError, WatcherHandle};
+pub use signal::terminated;

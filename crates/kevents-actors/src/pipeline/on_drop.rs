@@ -19,12 +19,16 @@ impl Drop for Local {
         if pending == 0 {
             return;
         }
-        tracing::warn!(
-            unwritten = pending,
-            "kevents pipeline dropped without shutdown: {pending} occurrences are not in a \
-             stored count yet; writing them while the actix System runs (call \
-             Pipeline::shutdown to wait for them; a process exit or crash loses them)"
+        // Its actors run on this thread: the drop cannot wait for them. Said once, on stderr
+        // too, in occurrences: a process that ends now loses them.
+        let message = format!(
+            "kevents: pipeline on the actix arbiter dropped without shutdown: {pending} \
+             occurrences are not in a stored count yet; they are written only while this \
+             actix System keeps running (call Pipeline::shutdown(deadline).await before \
+             leaving main; a process exit now loses them)"
         );
+        tracing::warn!(unwritten = pending, "{message}");
+        eprintln!("{message}");
         // `do_send` needs no runtime on this thread; the actors handle the messages while
         // their arbiter runs. Series stay open and deferred tails are written, so recorder
         // handles that outlive the pipeline keep recording as before.

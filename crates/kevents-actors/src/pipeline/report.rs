@@ -101,6 +101,46 @@ impl ShutdownReport {
     }
 }
 
+/// Says, once, on stderr and through `tracing`, what a shutdown nobody awaited (a dropped
+/// handle) could not store: the application gets no report to read it from.
+pub(super) fn warn_of_losses(report: &ShutdownReport, how: &str, deadline: std::time::Duration) {
+    if let Some(message) = losses(report, how, deadline) {
+        tracing::warn!("{message}");
+        eprintln!("{message}");
+    }
+}
+
+/// The sentence [`warn_of_losses`] says, if anything was lost.
+fn losses(report: &ShutdownReport, how: &str, deadline: std::time::Duration) -> Option<String> {
+    let s = &report.stats;
+    // Occurrences: still queued at the deadline, or counted in a series' memory only.
+    let pending = report.pending();
+    let in_memory: u64 = s.series.iter().map(|k| k.unwritten).sum();
+    let failed = report.failed();
+    if pending + in_memory + failed == 0 {
+        return None;
+    }
+    let mut why = Vec::new();
+    if pending + in_memory > 0 {
+        why.push(format!(
+            "{} not written within the {deadline:?} deadline",
+            count(pending + in_memory, "occurrence")
+        ));
+    }
+    if failed > 0 {
+        why.push(format!(
+            "{} given up (refused by the server, retries exhausted or abandoned; see the \
+             warnings above)",
+            count(failed, "write")
+        ));
+    }
+    Some(format!(
+        "kevents: pipeline {how}: counts lost: {}. Call shutdown(deadline) before the \
+         process exits to wait longer and get the report.",
+        why.join("; ")
+    ))
+}
+
 /// `"1 sink"`, `"2 sinks"`.
 fn count(n: impl Into<u64>, what: &str) -> String {
     let n = n.into();
@@ -159,6 +199,37 @@ impl fmt::Display for ShutdownReport {
 mod tests {
     use super::*;
     use crate::stats::{SeriesSnapshot, SinkSnapshot};
+    use std::time::Duration;
+
+    #[test]
+    fn losses_are_said_in_occurrences_and_writes_only_when_there_are_some() {
+        let mut report = ShutdownReport {
+            completed: true,
+            pending_intake: 0,
+            pending_watchers: Vec::new(),
+            live_actors: 0,
+            stats: StatsSnapshot::default(),
+        };
+        assert_eq!(losses(&report, "dropped", Duration::from_secs(5)), None);
+        report.completed = false;
+        report.pending_intake = 2;
+        report.pending_watchers = vec![("series:kube".into(), 3)];
+        report.stats.series = vec![SeriesSnapshot {
+            unwritten: 5,
+            rejected: 1,
+            ..SeriesSnapshot::default()
+        }];
+        assert_eq!(
+            losses(&report, "dropped without shutdown", Duration::from_secs(5)).as_deref(),
+            Some(
+                "kevents: pipeline dropped without shutdown: counts lost: 10 occurrences not \
+                 written within the 5s deadline; 1 write given up (refused by the server, \
+                 retries exhausted or abandoned; see the warnings above). Call \
+                 shutdown(deadline) before the process exits to wait longer and get the \
+                 report."
+            )
+        );
+    }
 
     #[test]
     fn a_deadline_report_names_what_is_pending() {

@@ -7,12 +7,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use kevents_core::EventSink;
 use kevents_core::events_v1::EventSinkV1;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub use super::error::{PipelineError, WatcherHandle};
 use super::local::Local;
 use super::report::ShutdownReport;
-use super::thread::Command;
+use super::thread::{Command, ThreadLink};
 use crate::core_v1::{SinkOptions, SinkSpec};
 use crate::events_v1::{SeriesSpec, SinkOptionsV1};
 use crate::message::EventMessage;
@@ -29,11 +29,16 @@ use crate::stats::StatsSnapshot;
 /// a thread of their own ([`PipelineBuilder::start`](crate::PipelineBuilder::start)). The
 /// methods are the same either way, and their futures run on any executor.
 ///
-/// Dropping it without [`shutdown`](Pipeline::shutdown): a pipeline on its own thread is
-/// shut down there with the builder's
-/// [`drop_deadline`](crate::PipelineBuilder::drop_deadline) (and a warning logged); one on the
-/// caller's arbiter keeps running until the actix `System` stops (which drops, not drains,
-/// what is queued).
+/// **Dropping it without [`shutdown`](Pipeline::shutdown)** (a `?` out of `main`, a panic, a
+/// forgotten call): a pipeline on its own thread is shut down there with the builder's
+/// [`drop_deadline`](crate::PipelineBuilder::drop_deadline), and the drop **waits** for that
+/// drain (on a multi-thread tokio runtime through `block_in_place`), so a process that returns
+/// from `main` right after has every count stored; what could not be written by then is said
+/// on stderr (and through `tracing`), once, in occurrences. A pipeline on the caller's actix
+/// arbiter cannot be waited for there (its actors run on the dropping thread): it keeps
+/// writing while the actix `System` runs, and says on stderr what a stop now would lose.
+/// [`shutdown`](Pipeline::shutdown) is the way to choose the deadline and get the report;
+/// [`terminated`](crate::terminated) ends an application on SIGTERM or Ctrl-C.
 pub struct Pipeline {
     pub(super) recorder: Recorder,
     pub(super) registry: Arc<Registry>,
@@ -45,7 +50,7 @@ pub(super) enum Mode {
     /// On the arbiter that started it.
     Local(Box<Local>),
     /// On its own thread, reached through its command channel.
-    Thread(mpsc::UnboundedSender<Command>),
+    Thread(ThreadLink),
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -76,11 +81,12 @@ impl Pipeline {
 
     /// Sends `make`'s command to the pipeline's thread and waits for the answer.
     async fn ask<T>(
-        commands: &mpsc::UnboundedSender<Command>,
+        link: &ThreadLink,
         make: impl FnOnce(oneshot::Sender<Result<T, PipelineError>>) -> Command,
     ) -> Result<T, PipelineError> {
         let (tx, rx) = oneshot::channel();
-        commands
+        link.commands()
+            .ok_or(PipelineError::Shutdown)?
             .send(make(tx))
             .map_err(|_| PipelineError::Shutdown)?;
         rx.await.map_err(|_| PipelineError::Shutdown)?
@@ -206,9 +212,10 @@ impl Pipeline {
         let Pipeline { registry, mode, .. } = self;
         match mode {
             Mode::Local(local) => local.shutdown(deadline).await,
-            Mode::Thread(tx) => {
+            Mode::Thread(mut link) => {
                 let (reply, rx) = oneshot::channel();
-                if tx.send(Command::Shutdown(deadline, reply)).is_ok()
+                if let Some(tx) = link.take_for_shutdown()
+                    && tx.send(Command::Shutdown(deadline, reply)).is_ok()
                     && let Ok(report) = rx.await
                 {
                     return report;

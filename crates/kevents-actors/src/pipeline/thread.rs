@@ -46,7 +46,86 @@ pub(super) enum Command {
 pub(super) struct Started {
     pub(super) recorder: Recorder,
     pub(super) registry: Arc<Registry>,
-    pub(super) commands: mpsc::UnboundedSender<Command>,
+    pub(super) link: ThreadLink,
+}
+
+/// How much longer than the drop deadline a dropped handle waits for the thread: its runtime
+/// is dropped after the drain, with the connections and blocking tasks (a DNS lookup) on it.
+const DROP_WAIT_GRACE: Duration = Duration::from_secs(1);
+
+/// The caller's end of a pipeline on its own thread: the command channel, and the signal
+/// that the thread has ended.
+///
+/// Dropped without a shutdown (the last [`Pipeline`](super::Pipeline) handle went away: a
+/// `?` out of `main`, a panic unwinding, a forgotten call), it closes the channel, which makes
+/// the thread drain within the drop deadline, and **waits for that drain** on the dropping
+/// thread ([`wait_for_end`]): a process that returns from `main` right after has every count
+/// stored.
+pub(super) struct ThreadLink {
+    /// `None` once a shutdown was sent: the drop then waits for nothing.
+    commands: Option<mpsc::UnboundedSender<Command>>,
+    /// Disconnected when the thread has ended (pipeline drained, runtime gone).
+    ended: std::sync::mpsc::Receiver<()>,
+    drop_deadline: Duration,
+}
+
+impl ThreadLink {
+    /// The command channel (`None` after [`take_for_shutdown`](Self::take_for_shutdown)).
+    pub(super) fn commands(&self) -> Option<&mpsc::UnboundedSender<Command>> {
+        self.commands.as_ref()
+    }
+
+    /// The command channel, for a shutdown: the drop no longer waits, the shutdown's answer
+    /// does.
+    pub(super) fn take_for_shutdown(&mut self) -> Option<mpsc::UnboundedSender<Command>> {
+        self.commands.take()
+    }
+}
+
+impl Drop for ThreadLink {
+    fn drop(&mut self) {
+        let Some(commands) = self.commands.take() else {
+            return;
+        };
+        // Closing the channel starts the drain on the pipeline's thread (`serve`).
+        drop(commands);
+        let limit = self.drop_deadline.saturating_add(DROP_WAIT_GRACE);
+        if !wait_for_end(&self.ended, limit) {
+            let message = format!(
+                "kevents: the pipeline dropped without shutdown had not finished writing its \
+                 counts after {limit:?}; leaving it (what it had not written is lost if the \
+                 process exits now)"
+            );
+            tracing::warn!("{message}");
+            eprintln!("{message}");
+        }
+    }
+}
+
+/// Waits until the pipeline thread has ended, at most `limit`; whether it ended.
+///
+/// Wherever the drop happens: on a plain thread it blocks; on a worker (or the `block_on`
+/// thread) of a multi-thread tokio runtime it blocks through `block_in_place`, so the
+/// runtime's other tasks (a `kube::Client`'s connection tasks the sink's requests need) keep
+/// running; on a current-thread runtime (an actix `System`, `#[tokio::test]`) it blocks that
+/// runtime, which is right for sinks that run their requests on the pipeline's own thread
+/// (the HTTP sink, the simulators) and documented for the others (`drop_deadline`).
+fn wait_for_end(ended: &std::sync::mpsc::Receiver<()>, limit: Duration) -> bool {
+    use std::sync::mpsc::RecvTimeoutError;
+    let wait = || !matches!(ended.recv_timeout(limit), Err(RecvTimeoutError::Timeout));
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            // `block_in_place` refuses (panics) where it cannot hand the worker's tasks over
+            // (a runtime shutting down, a `LocalSet` on this thread): block plainly there.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tokio::task::block_in_place(wait)
+            })) {
+                Ok(ended) => ended,
+                Err(_) => wait(),
+            }
+        }
+        _ => wait(),
+    }
 }
 
 /// Starts the thread and builds the pipeline on it with `build`; returns once it runs.
@@ -56,6 +135,7 @@ pub(super) fn spawn_pipeline_thread(
 ) -> Result<Started, StartError> {
     let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     let (tx, rx) = mpsc::unbounded_channel();
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new()
         .name("kevents-pipeline".into())
         .spawn(move || {
@@ -64,13 +144,19 @@ pub(super) fn spawn_pipeline_thread(
                 Some((reply, report, until)) => answer_after(system, reply, report, until),
                 None => drop(system),
             }
+            // Last: a handle dropped without shutdown waits for this (the runtime is gone).
+            drop(ended_tx);
         })
         .map_err(StartError::Thread)?;
     let (recorder, registry) = ready_rx.recv().map_err(|_| StartError::Stopped)?;
     Ok(Started {
         recorder,
         registry,
-        commands: tx,
+        link: ThreadLink {
+            commands: Some(tx),
+            ended,
+            drop_deadline,
+        },
     })
 }
 
@@ -114,30 +200,18 @@ async fn serve(
             }
         }
     }
-    // The handle is gone without a shutdown: drain what is left rather than drop it.
+    // The handle is gone without a shutdown (the dropping thread waits for this drain):
+    // write what is left rather than drop it.
     let unwritten = local.env.registry.snapshot().unwritten();
     if unwritten > 0 {
-        tracing::warn!(
+        tracing::info!(
             unwritten,
-            "kevents pipeline dropped without shutdown: {unwritten} occurrences are not in a \
-             stored count yet; writing them within the drop deadline (call \
-             shutdown(deadline) to wait for them; a process exit or crash loses them)"
+            "kevents pipeline dropped without shutdown: writing its last {unwritten} \
+             occurrences within the drop deadline ({drop_deadline:?})"
         );
     }
     let report = local.shutdown(drop_deadline).await;
-    if report.completed {
-        tracing::warn!(
-            delivered = report.delivered(),
-            "kevents pipeline dropped without shutdown: drained on its own thread; call \
-             `shutdown(deadline).await` to get the report"
-        );
-    } else {
-        tracing::warn!(
-            pending = report.pending(),
-            "kevents pipeline dropped without shutdown: events still pending at the drop \
-             deadline were abandoned"
-        );
-    }
+    super::report::warn_of_losses(&report, "dropped without shutdown", drop_deadline);
     None
 }
 

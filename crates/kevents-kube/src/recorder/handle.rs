@@ -52,9 +52,16 @@ pub const SINK_NAME: &str = "kube";
 ///
 /// The pipeline runs in an actix `System` on a dedicated thread (`kevents-pipeline`,
 /// `PipelineBuilder::start_thread`) that the recorder starts, so a plain tokio application
-/// needs nothing else. The requests go through
-/// the given `kube::Client` (its tower service keeps running on the application's runtime), so
-/// call [`Recorder::shutdown`] before that runtime ends, to write the final counts.
+/// needs nothing else. The requests go through the given `kube::Client` (its tower service
+/// keeps running on the application's runtime).
+///
+/// **At the process's edges:** [`Recorder::shutdown`] writes the final counts within its
+/// deadline and reports them; on SIGTERM, end with it ([`terminated`](crate::terminated),
+/// `docs/kube-rs.md`). Dropping the last clone without it (a `?` out of `main`) drains the
+/// pipeline within [`RecorderOptions::drop_deadline`] and waits for that drain, on a
+/// multi-thread runtime (`#[tokio::main]`'s default): returning from `main` right after stores
+/// every count. On a current-thread runtime (`#[tokio::test]`'s default) the drop cannot wait
+/// (the client's requests need that runtime): call `shutdown` there.
 ///
 /// Create one recorder per controller (e.g. in the controller's context) and clone it: clones
 /// share the pipeline, and the series are per pipeline.
@@ -94,6 +101,43 @@ struct Inner {
     keep_resource_version: bool,
     /// What `preflight` checks (`None` for a fake).
     target: Option<super::preflight::Target>,
+}
+
+impl Drop for Inner {
+    /// The last clone is gone without [`Recorder::shutdown`]: the pipeline's drop drains it
+    /// within `drop_deadline` and waits for that (`Pipeline`'s drop). Except on a
+    /// current-thread runtime: the `kube::Client`'s requests run on the runtime being blocked,
+    /// so waiting there could only end at the deadline with nothing written. The drain goes
+    /// on while that runtime runs (a helper thread waits for it), and stderr says what a
+    /// process exit now would lose.
+    fn drop(&mut self) {
+        let Backend::Pipeline { pipeline, .. } = &mut self.backend else {
+            return;
+        };
+        let Some(pipeline) = pipeline.get_mut().take() else {
+            return;
+        };
+        let current_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+        if !current_thread {
+            drop(pipeline);
+            return;
+        }
+        let unwritten = pipeline.stats().unwritten();
+        if unwritten > 0 {
+            let message = format!(
+                "kevents-kube: the last Recorder was dropped without shutdown on a \
+                 current-thread runtime, where the drop cannot wait for the writes (they need \
+                 this runtime): {unwritten} occurrences are written only while it keeps \
+                 running; call Recorder::shutdown(deadline).await before it ends"
+            );
+            tracing::warn!("{message}");
+            eprintln!("{message}");
+        }
+        let _ = std::thread::Builder::new()
+            .name("kevents-kube-drop".into())
+            .spawn(move || drop(pipeline));
+    }
 }
 
 /// Where publishes go.
