@@ -9,7 +9,10 @@
 //! while it says no. Writes waiting for it have not started, so newer results for their
 //! events keep replacing them (coalescing): a throttled pipeline sends fewer, fresher writes.
 
+mod circuit;
 mod limit;
+mod options;
+mod permit;
 mod throttle;
 
 use std::collections::HashMap;
@@ -18,111 +21,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use kevents_core::SinkError;
 use tokio::time::Instant;
 
 use crate::stats::BudgetSnapshot;
 use crate::telemetry::{BudgetCounters, Deferral};
+use circuit::{AfterFailure, Breaker, Gate};
 pub(crate) use limit::{Limit, Scoped, WriteScope, object_hash};
+pub use options::{BreakerOptions, BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS};
+pub(crate) use permit::{Admit, Health, Permit};
 use throttle::Throttle;
-
-/// Writes per second of the default budget.
-pub const DEFAULT_BUDGET_QPS: u32 = 200;
-/// Burst of the default budget.
-pub const DEFAULT_BUDGET_BURST: u32 = 1000;
 
 /// Namespaces with a bucket of their own (after a `Namespace` 429) and objects paused by a
 /// `SourceAndObject` 429, at most: a budget's memory stays bounded whatever the server says.
 const MAX_SCOPES: usize = 4096;
-/// The circuit breaker of a [`WriteBudget`].
-///
-/// ```
-/// use kevents_actors::BreakerOptions;
-/// use std::time::Duration;
-/// let b = BreakerOptions::default();
-/// assert_eq!((b.failures, b.probe_interval, b.max_probe_interval),
-///            (5, Duration::from_secs(1), Duration::from_secs(30)));
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BreakerOptions {
-    /// Consecutive failed requests (transport errors, timeouts, 5xx) that open the circuit;
-    /// 0 disables the breaker.
-    pub failures: u32,
-    /// Wait before the first probe once the circuit is open; doubled after each failed probe.
-    pub probe_interval: Duration,
-    /// Upper bound of the wait between probes.
-    pub max_probe_interval: Duration,
-}
-
-impl Default for BreakerOptions {
-    fn default() -> Self {
-        BreakerOptions {
-            failures: 5,
-            probe_interval: Duration::from_secs(1),
-            max_probe_interval: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Options of a [`WriteBudget`].
-///
-/// ```
-/// use kevents_actors::{BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS};
-/// let o = BudgetOptions::default();
-/// assert_eq!((o.qps, o.burst, o.adaptive), (DEFAULT_BUDGET_QPS, DEFAULT_BUDGET_BURST, true));
-/// // Pinned to a known EventRateLimit setting (Namespace qps 50, burst 100): a little
-/// // below it, and no adaptation.
-/// let pinned = BudgetOptions { qps: 45, burst: 90, adaptive: false, ..BudgetOptions::default() };
-/// # let _ = pinned;
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BudgetOptions {
-    /// Sustained requests per second at most (0: no rate limit, and no adaptation).
-    pub qps: u32,
-    /// Requests that may be made at once above the rate (at least 1).
-    pub burst: u32,
-    /// Adapt to 429s (the default): lower the rate and the writes in flight on a 429,
-    /// raise them slowly while writes are accepted, never above `qps` (see
-    /// [`WriteBudget`]). `false` pins the rate at `qps`.
-    pub adaptive: bool,
-    /// Pause after a 429 without `Retry-After` when not adaptive (adaptive: the emptied
-    /// bucket paces the next write), and of a source and object after a `SourceAndObject`
-    /// 429.
-    pub default_retry_after: Duration,
-    /// Longest pause a `Retry-After` imposes.
-    pub max_retry_after: Duration,
-    /// The circuit breaker.
-    pub breaker: BreakerOptions,
-}
-
-impl Default for BudgetOptions {
-    fn default() -> Self {
-        BudgetOptions {
-            qps: DEFAULT_BUDGET_QPS,
-            burst: DEFAULT_BUDGET_BURST,
-            adaptive: true,
-            default_retry_after: Duration::from_secs(1),
-            max_retry_after: Duration::from_secs(60),
-            breaker: BreakerOptions::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Circuit {
-    Closed,
-    /// No request until `next_probe`.
-    Open {
-        next_probe: Instant,
-        interval: Duration,
-    },
-    /// One probe in flight since `since`.
-    Probing {
-        since: Instant,
-        interval: Duration,
-    },
-}
-
 #[derive(Debug)]
 struct State {
     /// Every write's bucket.
@@ -136,8 +47,7 @@ struct State {
     objects_until: Option<Instant>,
     /// Writes in flight at most (adaptive; infinite until the first 429).
     in_flight_limit: f64,
-    failures: u32,
-    circuit: Circuit,
+    breaker: Breaker,
 }
 
 struct Inner {
@@ -147,68 +57,6 @@ struct Inner {
     /// Admitted requests not yet reported (their [`Permit`]s alive).
     in_flight: AtomicU32,
     counters: BudgetCounters,
-}
-
-/// What an admitted request holds until its answer is reported: the epochs it was admitted
-/// in (a 429 decreases a rate once per epoch), and its place among the writes in flight.
-pub(crate) struct Permit {
-    /// It is the circuit's probe.
-    pub(crate) probe: bool,
-    epoch: u64,
-    namespace_epoch: Option<u64>,
-    inner: Option<Arc<Inner>>,
-}
-
-impl fmt::Debug for Permit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
-            .field("probe", &self.probe)
-            .field("epoch", &self.epoch)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        if let Some(inner) = &self.inner {
-            inner.in_flight.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Whether an attempt may start now.
-#[derive(Debug)]
-pub(crate) enum Admit {
-    /// Make the request, holding the permit until its answer is reported.
-    Go(Permit),
-    /// Ask again after this long.
-    Wait(Duration, Deferral),
-}
-
-/// What a request's answer says about the apiserver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Health {
-    /// It answered (success, or an error that is about the request: 4xx other than 429).
-    Answered,
-    /// It did not answer, or answered 5xx.
-    Failed,
-    /// 429, with its `Retry-After` and the limit it names.
-    Throttled(Option<Duration>, Limit),
-}
-
-impl Health {
-    /// Classifies one request's result.
-    pub(crate) fn of<T>(result: &Result<T, SinkError>) -> Health {
-        match result {
-            Ok(_) => Health::Answered,
-            Err(e @ SinkError::Status(s)) if s.code == 429 => {
-                Health::Throttled(e.retry_after(), limit::of_message(&s.message))
-            }
-            Err(SinkError::Status(s)) if s.code >= 500 => Health::Failed,
-            Err(SinkError::Transport(_) | SinkError::Timeout(_)) => Health::Failed,
-            Err(_) => Health::Answered,
-        }
-    }
 }
 
 /// The write budget of one apiserver, shared by every sink (core/v1 and events.k8s.io/v1
@@ -309,8 +157,7 @@ impl WriteBudget {
                 objects: HashMap::new(),
                 objects_until: None,
                 in_flight_limit: f64::INFINITY,
-                failures: 0,
-                circuit: Circuit::Closed,
+                breaker: Breaker::new(),
             }),
             options,
             in_flight: AtomicU32::new(0),
@@ -366,39 +213,15 @@ impl WriteBudget {
         let now = Instant::now();
         let max_probe = self.0.options.breaker.max_probe_interval;
         let mut st = lock(&self.0.state);
-        match st.circuit {
-            Circuit::Closed => {}
-            Circuit::Open {
-                next_probe,
-                interval,
-            } => {
-                if now < next_probe {
-                    return Admit::Wait(next_probe - now, Deferral::Circuit);
-                }
-                st.circuit = Circuit::Probing {
-                    since: now,
-                    interval,
-                };
+        match st.breaker.gate(now, max_probe) {
+            Gate::Closed => {}
+            Gate::Wait(d) => return Admit::Wait(d, Deferral::Circuit),
+            Gate::Probe => {
                 self.0.counters.probe();
                 tracing::debug!(budget = %self.name(), "circuit open: sending a probe write");
                 let epoch = st.all.epoch();
                 drop(st);
                 return Admit::Go(self.permit(true, epoch, None));
-            }
-            Circuit::Probing { since, interval } => {
-                // A probe that never reports (its sink stopped) is replaced after a while.
-                let stale = max_probe.max(interval);
-                if now.saturating_duration_since(since) >= stale {
-                    st.circuit = Circuit::Probing {
-                        since: now,
-                        interval,
-                    };
-                    self.0.counters.probe();
-                    let epoch = st.all.epoch();
-                    drop(st);
-                    return Admit::Go(self.permit(true, epoch, None));
-                }
-                return Admit::Wait(interval.min(Duration::from_millis(100)), Deferral::Circuit);
             }
         }
         if st.objects_until.is_some_and(|until| now >= until) {
@@ -470,36 +293,23 @@ impl WriteBudget {
             Health::Failed => false,
         };
         if answered {
-            st.failures = 0;
-            if st.circuit != Circuit::Closed {
-                st.circuit = Circuit::Closed;
+            if st.breaker.answered() {
                 self.0.counters.circuit(false);
                 tracing::info!(budget = %self.name(), "apiserver answers again: circuit closed, writes resume");
             }
             return;
         }
-        st.failures = st.failures.saturating_add(1);
-        match st.circuit {
-            Circuit::Probing { interval, .. } if permit.probe => {
-                let interval = (interval * 2).min(o.breaker.max_probe_interval);
-                st.circuit = Circuit::Open {
-                    next_probe: now + interval,
-                    interval,
-                };
+        match st.breaker.failed(permit.probe, now, &o.breaker) {
+            AfterFailure::Unchanged => {}
+            AfterFailure::Reopened(interval) => {
                 tracing::debug!(budget = %self.name(), next_probe = ?interval,
                     "probe write failed: circuit stays open");
             }
-            Circuit::Closed if o.breaker.failures > 0 && st.failures >= o.breaker.failures => {
-                let interval = o.breaker.probe_interval.min(o.breaker.max_probe_interval);
-                st.circuit = Circuit::Open {
-                    next_probe: now + interval,
-                    interval,
-                };
+            AfterFailure::Opened(interval) => {
                 self.0.counters.circuit(true);
-                tracing::warn!(budget = %self.name(), failures = st.failures, probe_in = ?interval,
+                tracing::warn!(budget = %self.name(), failures = st.breaker.failures(), probe_in = ?interval,
                     "apiserver failing: circuit open, writes wait (events keep coalescing) until a probe succeeds");
             }
-            _ => {}
         }
     }
 
@@ -597,6 +407,7 @@ impl WriteBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kevents_core::SinkError;
     use kevents_core::Status;
 
     fn status(code: u16, retry_after: Option<u64>) -> SinkError {
