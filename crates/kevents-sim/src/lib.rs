@@ -47,7 +47,7 @@
 //!
 //! Source layout: [`Simulator`] starts one (`simulator.rs`, its TLS material in `tls.rs`)
 //! from a [`SimConfig`] (`config.rs`) and returns a [`SimHandle`] (`handle.rs`); the server
-//! thread (`server.rs`, `access_review.rs`) answers from the object store (`store/`),
+//! thread (`server/`, `access_review.rs`) answers from the object store (`store/`),
 //! applying the [`Faults`] plan (`faults.rs`) and counting [`SimStats`] (`stats.rs`);
 //! [`SimError`] (`error.rs`) says why it could not start. [`memory`], [`replay`] and
 //! [`workload`] are the other tools.
