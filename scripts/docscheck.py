@@ -29,6 +29,17 @@ Run from the repository root (or give ROOT). Exits 1 with one line per problem
         `correlator/cache.rs` for crates/kevents-core/src/core_v1/correlator/cache.rs (a
         file named by its own folder, as the docs do), never across crates not in context.
 
+(c) docs/dependencies.md says why each crate depends on what: in each `## <crate>` section,
+    the crates named in its table's first column (comma-separated; words in parentheses and
+    bold rows that name no crate are left alone) are exactly the crate's dependencies in its
+    Cargo.toml (normal, dev, build and target-specific ones), the workspace's own kevents-*
+    crates aside.
+
+(d) A crate the docs call synchronous has no async code: a line of README.md, docs/*.md or
+    the crate's src/lib.rs that names the crate (or is its lib.rs) and calls it "pure,
+    synchronous" or "synchronous core" is reported when the crate's src/ holds an `async fn`
+    or an `async move` block.
+
 --self-test builds a small tree in a temporary directory with one file missing from the
 table and one dangling doc path, and checks that both are reported (and that the fixed tree
 passes)."""
@@ -233,11 +244,102 @@ def docs_of(root):
     return out
 
 
+def cargo_deps(root, crate):
+    """Every dependency name of `crate`'s manifest (None if it has no manifest here)."""
+    import tomllib
+    path = os.path.join(root, "Cargo.toml" if crate == "kevents" else f"crates/{crate}/Cargo.toml")
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        manifest = tomllib.load(f)
+    names = set()
+    for key in ("dependencies", "dev-dependencies", "build-dependencies"):
+        names |= set(manifest.get(key, {}))
+    for target in manifest.get("target", {}).values():
+        for key in ("dependencies", "dev-dependencies", "build-dependencies"):
+            names |= set(target.get(key, {}))
+    return names
+
+
+def check_dependencies(root):
+    doc = "docs/dependencies.md"
+    if not os.path.isfile(os.path.join(root, doc)):
+        return []
+    problems = []
+    crate, named, heading_line = None, set(), 0
+
+    def finish():
+        if crate is None:
+            return
+        deps = cargo_deps(root, crate)
+        if deps is None:
+            return
+        deps = {d for d in deps if not d.startswith("kevents")}
+        for d in sorted(deps - named):
+            problems.append(f"{doc}:{heading_line}: {crate} depends on {d}, which its table does not name")
+        for d in sorted(named - deps):
+            problems.append(f"{doc}:{heading_line}: {crate}'s table names {d}, which is not in its Cargo.toml")
+
+    for n, line in enumerate(read_lines(os.path.join(root, doc)), 1):
+        m = re.match(r"^## (kevents[a-z-]*)", line)
+        if m:
+            finish()
+            crate, named, heading_line = m.group(1), set(), n
+            continue
+        if line.startswith("## "):
+            finish()
+            crate = None
+            continue
+        if crate is None or not line.startswith("|"):
+            continue
+        first = line.strip().strip("|").split("|")[0].strip()
+        if first in ("crate", "") or set(first) <= set("-: ") or first.startswith("**"):
+            continue
+        first = re.sub(r"\([^)]*\)", "", first)
+        for part in first.split(","):
+            w = re.match(r"\s*`?([A-Za-z0-9_-]+)", part)
+            if w and not w.group(1).startswith("kevents"):
+                named.add(w.group(1))
+    finish()
+    return problems
+
+
+SYNC_CLAIM = re.compile(r"pure, synchronous|synchronous core", re.I)
+
+
+def check_sync_claims(root):
+    problems = []
+    for cdir in sorted(os.listdir(os.path.join(root, "crates"))) if os.path.isdir(os.path.join(root, "crates")) else []:
+        src = os.path.join(root, "crates", cdir, "src")
+        if not os.path.isdir(src):
+            continue
+        has_async = False
+        for dirpath, _, files in os.walk(src):
+            for f in files:
+                if f.endswith(".rs"):
+                    text = open(os.path.join(dirpath, f), encoding="utf-8").read()
+                    if re.search(r"\basync (fn|move)\b", text):
+                        has_async = True
+        if not has_async:
+            continue
+        sources = [(d, False) for d in docs_of(root)] + [(f"crates/{cdir}/src/lib.rs", True)]
+        for doc, own in sources:
+            path = os.path.join(root, doc)
+            if not os.path.isfile(path):
+                continue
+            for n, line in enumerate(read_lines(path), 1):
+                if SYNC_CLAIM.search(line) and (own or cdir in line):
+                    problems.append(f"{doc}:{n}: calls {cdir} synchronous, but its src/ has async code")
+    return problems
+
+
 def check(root):
     _FILES.clear()
     problems = check_table(root)
     for doc in docs_of(root):
         problems += check_paths(root, doc)
+    problems += check_dependencies(root)
+    problems += check_sync_claims(root)
     return problems
 
 

@@ -1,7 +1,8 @@
-//! The pure, synchronous core of kevents: the event models of the two Kubernetes event APIs,
-//! recorder-side construction and validation, client-go's `EventCorrelator` (aggregation,
-//! observation and the spam filter) and client-go 1.27+ event series, with an injectable
-//! clock. No actix, no IO.
+//! The core of kevents: the event models of the two Kubernetes event APIs, recorder-side
+//! construction and validation, client-go's `EventCorrelator` (aggregation, observation and
+//! the spam filter) and client-go 1.27+ event series, synchronous and with an injectable
+//! clock; and the request layer every apiserver sink shares, async over a transport trait.
+//! No actix, no IO.
 //!
 //! * [`core_v1`]: the core/v1 `Event` API of client-go's `tools/record` (model,
 //!   [`EventFactory`], [`EventSink`], [`write_event`], [`core_v1::correlator`]).
