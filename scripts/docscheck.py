@@ -393,6 +393,39 @@ def self_test():
         got = check(root)
         if not any("table names `policy.rs`" in p for p in got):
             failures.append(f"a table entry without its file is not reported: {got}")
+    # (c) and (d): a dependency the table does not name, a name the manifest lacks, and a
+    # crate with async code called synchronous.
+    with tempfile.TemporaryDirectory() as root:
+        for f in ("lib.rs", "policy.rs", "recorder/mod.rs", "recorder/item.rs"):
+            write(root, f"{ACTORS_SRC}/{f}")
+        write(root, "docs/architecture.md", arch.split("## Flow")[0])
+        write(root, "crates/kevents-x/Cargo.toml",
+              '[package]\nname = "kevents-x"\n[dependencies]\nserde = "1"\nkevents-core = { path = "../c" }\n'
+              '[dev-dependencies]\nproptest = "1"\n')
+        write(root, "crates/kevents-x/src/lib.rs", "//! The pure, synchronous part.\nasync fn f() {}\n")
+        write(root, "docs/dependencies.md",
+              "# D\n\n## kevents-x\n\n| crate | why |\n|---|---|\n| serde (derive) | the model |\n"
+              "| **note** | prose |\n| lru, proptest (dev) | caches, tests |\n")
+        got = check(root)
+        want = ["kevents-x's table names lru", "crates/kevents-x/src/lib.rs:1: calls kevents-x synchronous"]
+        for w in want:
+            if not any(w in p for p in got):
+                failures.append(f"{w!r} not reported: {got}")
+        if any("kevents-core" in p for p in got):
+            failures.append(f"a workspace crate is reported: {got}")
+        write(root, "crates/kevents-x/src/lib.rs", "//! The core.\nasync fn f() {}\n")
+        write(root, "docs/dependencies.md",
+              "# D\n\n## kevents-x\n\n| crate | why |\n|---|---|\n| serde (derive) | the model |\n"
+              "| proptest (dev) | tests |\n")
+        got = check(root)
+        if got:
+            failures.append(f"a consistent crate reports problems: {got}")
+        write(root, "crates/kevents-x/Cargo.toml",
+              '[package]\nname = "kevents-x"\n[dependencies]\nserde = "1"\ntracing = "0.1"\n'
+              '[dev-dependencies]\nproptest = "1"\n')
+        got = check(root)
+        if not any("kevents-x depends on tracing" in p for p in got):
+            failures.append(f"an unnamed dependency is not reported: {got}")
     for f in failures:
         print("self-test FAILED:", f)
     print("docscheck self-test:", "failed" if failures else "ok")
