@@ -28,7 +28,7 @@ fn serve_metrics(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
         .with_http_listener(addr)
         .install()?;
     // `# HELP` lines for every kevents metric.
-    kevents::describe_metrics();
+    kevents::actors::describe_metrics();
     Ok(())
 }
 

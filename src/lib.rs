@@ -155,16 +155,6 @@ pub use kevents_http::HttpSink;
 #[cfg_attr(docsrs, doc(cfg(feature = "kube-client")))]
 pub use kevents_kube::KubeSink;
 
-// The root of 0.1's first drafts re-exported every item of kevents-actors and more of
-// kevents-core; those paths keep compiling, out of the documentation.
-#[doc(hidden)]
-pub use kevents_actors::*;
-#[doc(hidden)]
-pub use kevents_core::{
-    Clock, Event, EventFactory, EventSink, InvalidEvent, Occurrence, ReferenceError, ReferenceRef,
-    SinkError, Stored, SystemClock, Time, VirtualClock,
-};
-
 /// The in-memory apiserver (for tests and demos).
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]

@@ -95,9 +95,6 @@ pub use budget::{
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
 pub use events_v1::{DEFAULT_FRESHNESS, SinkOptionsV1};
-/// Renamed [`SinkOptionsV1`] (a type with a core/v1 twin is the twin's name plus `V1`).
-#[deprecated(since = "0.1.0", note = "renamed `SinkOptionsV1`")]
-pub type SeriesSinkOptions = SinkOptionsV1;
 pub use intake_item::{CoreCalls, EventsV1Config};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};

@@ -178,12 +178,6 @@ impl StatsSnapshot {
         self.series.iter().find(|s| s.name == name)
     }
 
-    /// Renamed [`sink_v1`](Self::sink_v1).
-    #[deprecated(since = "0.1.0", note = "renamed `sink_v1`")]
-    pub fn series_sink(&self, name: &str) -> Option<&SeriesSnapshot> {
-        self.sink_v1(name)
-    }
-
     /// The sink named `name`.
     pub fn sink(&self, name: &str) -> Option<&SinkSnapshot> {
         self.sinks.iter().find(|s| s.name == name)

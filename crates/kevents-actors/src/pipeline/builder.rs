@@ -265,17 +265,6 @@ impl PipelineBuilder {
         self
     }
 
-    /// Renamed [`sink_v1`](Self::sink_v1).
-    #[deprecated(since = "0.1.0", note = "renamed `sink_v1`")]
-    pub fn series_sink(
-        self,
-        name: impl Into<String>,
-        sink: impl kevents_core::events_v1::EventSinkV1,
-        options: SinkOptionsV1,
-    ) -> Self {
-        self.sink_v1(name, sink, options)
-    }
-
     /// Registers a watcher of your own from the start.
     pub fn watcher(
         mut self,

@@ -62,17 +62,6 @@ pub use series::{
 };
 pub use sink::{EventSinkV1, SinkFutureV1, WriteOutcomeV1, send, write_once};
 
-// The names before the events.k8s.io/v1 axis got one spelling (a type with a core/v1 twin is
-// the twin's name plus `V1`), kept for one release. A re-export cannot carry `#[deprecated]`,
-// so the trait's old name is only hidden from the docs.
-#[doc(hidden)]
-pub use sink::EventSinkV1 as EventsV1Sink;
-/// Renamed [`SinkFutureV1`].
-#[deprecated(since = "0.1.0", note = "renamed `SinkFutureV1`")]
-pub type V1SinkFuture = SinkFutureV1;
-/// Renamed [`WriteOutcomeV1`].
-#[deprecated(since = "0.1.0", note = "renamed `WriteOutcomeV1`")]
-pub type V1WriteOutcome = WriteOutcomeV1;
 pub use validate::{
     ACTION_LIMIT, ClusterScopedRule, InvalidEventV1, NOTE_LIMIT, NotePolicy, REASON_LIMIT,
     REPORTING_INSTANCE_LIMIT, TRUNCATION_MARKER, validate_create, validate_update,
