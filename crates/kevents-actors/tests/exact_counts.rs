@@ -267,7 +267,7 @@ fn serial(trace: &[Group]) -> (Counts, Counts) {
                 None => api.create_now(&d.event),
             };
             let stored = result.expect("the serial reference writes everything");
-            c.update_state_with(d.hint, &stored);
+            c.update_state(&stored);
         }
         recorder_clock.advance(Duration::from_millis(1));
     }

@@ -208,7 +208,7 @@ pub fn serial_by_object(
             None => api.create_now(&d.event),
         };
         if let Ok(stored) = stored {
-            c.update_state_with(d.hint, &stored);
+            c.update_state(&stored);
         }
     }
     if tails {

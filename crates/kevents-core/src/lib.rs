@@ -71,7 +71,7 @@ pub mod __private;
 pub use core_v1::correlator::{Correlated, Correlator, CorrelatorOptions};
 pub use core_v1::{
     Event, EventFactory, EventSeries, EventSink, EventSource, EventType, InvalidEvent, Naming,
-    Occurrence, SinkFuture, WriteEvent, WriteKind, WriteOutcome, write_event,
+    Occurrence, SinkFuture, WriteKind, WriteOutcome, write_event,
 };
 pub use meta::ObjectMeta;
 pub use profile::ClientGoVersion;

@@ -1,7 +1,7 @@
 //! The Sink actor of a core/v1 chain: writes correlated events through an [`EventSink`] with
 //! the keyed writer engine (in order per event, concurrently across events, retried), under
 //! an actix `Supervisor` that restarts it without losing what is queued. Each attempt is
-//! core's [`WriteEvent`] (client-go's `recordEvent`: PATCH, CREATE after 404), run inside a
+//! core's `WriteEvent` (client-go's `recordEvent`: PATCH, CREATE after 404), run inside a
 //! `kevents.write` debug span (`sink`, `event`, `verb`, `attempt`; `status` when it settles).
 
 use std::sync::Arc;
@@ -10,7 +10,8 @@ use actix::WeakRecipient;
 use actix::prelude::*;
 use std::borrow::Cow;
 
-use kevents_core::{Disposition, Event, EventSink, Stored, WriteEvent, WriteKind, WriteOutcome};
+use kevents_core::__private::WriteEvent;
+use kevents_core::{Disposition, Event, EventSink, Stored, WriteKind, WriteOutcome};
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
 

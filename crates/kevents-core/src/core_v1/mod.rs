@@ -24,9 +24,9 @@ pub mod correlator;
 pub(crate) mod make;
 mod model;
 mod sink;
-mod write;
+pub(crate) mod write;
 
 pub use make::{EventFactory, InvalidEvent, MAX_ANNOTATIONS_BYTES, Naming, Occurrence, validate};
 pub use model::{Event, EventSeries, EventSource, EventType};
 pub use sink::{EventSink, SinkFuture};
-pub use write::{WriteEvent, WriteKind, WriteOutcome, write_event};
+pub use write::{WriteKind, WriteOutcome, write_event};

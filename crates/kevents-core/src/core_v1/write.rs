@@ -2,7 +2,7 @@
 //! when the event was seen before, CREATE otherwise, and CREATE with the accumulated count
 //! when the PATCH finds no object (404: the event expired or was deleted).
 //!
-//! The protocol is implemented once, as the [`WriteEvent`] future: [`write_event`] awaits it
+//! The protocol is implemented once, as the `WriteEvent` future: [`write_event`] awaits it
 //! on borrowed values; the actor pipeline holds it over shared ones (`Arc`), polls it once in
 //! place (an in-memory sink answers at once) and spawns it only if it is still pending.
 
@@ -113,7 +113,8 @@ impl WriteOutcome {
 /// when the future is built (POST or PATCH) and when the PATCH answered 404 (POST).
 ///
 /// ```
-/// use kevents_core::{Event, EventSink, SinkError, SinkFuture, Stored, WriteEvent, WriteKind};
+/// use kevents_core::__private::WriteEvent;
+/// use kevents_core::{Event, EventSink, SinkError, SinkFuture, Stored, WriteKind};
 /// use std::sync::Arc;
 ///
 /// /// Answers every PATCH with 404 and stores every CREATE.
@@ -200,7 +201,8 @@ where
     /// The outcome's kind is [`WriteKind::Create`].
     ///
     /// ```
-    /// use kevents_core::{Event, EventSink, SinkFuture, WriteEvent, WriteKind};
+    /// use kevents_core::__private::WriteEvent;
+    /// use kevents_core::{Event, EventSink, SinkFuture, WriteKind};
     /// use std::sync::Arc;
     ///
     /// /// Answers with the server's copy of what it was sent.

@@ -77,10 +77,6 @@ pub struct Correlated {
     pub skip: bool,
     /// The occurrence was folded into an aggregate event.
     pub aggregated: bool,
-    /// Where the correlator keeps this event's state, for the pipeline's fast form of
-    /// [`Correlator::update_state`] (not part of the public API).
-    #[doc(hidden)]
-    pub hint: Option<StateHint>,
 }
 
 impl Correlated {
@@ -400,7 +396,6 @@ impl Correlator {
             patch: d.patch,
             skip: d.skip,
             aggregated: d.aggregated,
-            hint: d.hint,
         }
     }
 
@@ -524,11 +519,12 @@ impl Correlator {
     /// let mut e = Event::default();
     /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
     /// e.count = 1;
-    /// let first = c.correlate(e.clone());
+    /// let mut first = e.clone();
+    /// let decision = c.correlate_in_place(&mut first);
     /// let _other = c.correlate(Event::default());
-    /// let mut stored = first.event.clone();
+    /// let mut stored = first.clone();
     /// stored.metadata.resource_version = "7".into();
-    /// c.update_state_with(first.hint, &stored);
+    /// c.update_state_with(decision.hint, &stored);
     /// let again = c.correlate(e);
     /// assert_eq!(again.event.metadata.resource_version, "7");
     /// ```
