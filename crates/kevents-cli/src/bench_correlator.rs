@@ -73,7 +73,7 @@ fn run_once(w: Workload) -> serde_json::Value {
         for (k, event, at) in batch.iter_mut() {
             // The correlator reads this clock: put it where the occurrence happened.
             clock.set(*at);
-            let d = correlator.correlate_in_place(event);
+            let d = kevents_core::__private::correlate_in_place(&mut correlator, event);
             if d.skip {
                 skipped += 1;
                 continue;
@@ -84,7 +84,7 @@ fn run_once(w: Workload) -> serde_json::Value {
                 created += 1
             }
             event.metadata.resource_version = (*k + 1).to_string();
-            correlator.update_state_with(d.hint, event);
+            kevents_core::__private::update_state_with(&mut correlator, d.hint, event);
         }
         correlating += t0.elapsed();
         // Dropped after the timed part, as client-go's harness keeps its events alive (in a

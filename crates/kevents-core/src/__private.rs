@@ -7,16 +7,53 @@
 //! [`EventFactoryV1::check`](crate::events_v1::EventFactoryV1::check),
 //! [`validate`](crate::core_v1::validate) and [`write_event`](crate::write_event).
 //!
-//! The fast forms that must stay methods of their types are hidden from the documentation
-//! there: `Correlator::correlate_in_place` (of `correlate`, answers a [`Decision`]),
-//! `Correlator::update_state_with` (of `update_state`, takes a [`StateHint`]),
-//! `EventFactory::make_into` (of `make`, takes an [`OccurrenceRef`]), `Event::reset` and
-//! `ObjectMeta::reset` (what `make_into` starts from), `EventFactoryV1::check_ref` (of
-//! `check`, takes an [`OccurrenceV1Ref`]). Their types, the free function
-//! [`validate_namespace`] (of `validate`) and [`WriteEvent`] (the future `write_event`
-//! awaits, over shared values the pipeline holds and polls in place) are here.
+//! Every fast form is here, and only here: [`correlate_in_place`] (of `correlate`, answers a
+//! [`Decision`]), [`update_state_with`] (of `update_state`, takes a [`StateHint`]),
+//! [`make_into`] (of `make`, takes an [`OccurrenceRef`]), [`check_ref`] (of `check`, takes an
+//! [`OccurrenceV1Ref`]), [`validate_namespace`] (of `validate`) and [`WriteEvent`] (the
+//! future `write_event` awaits, over shared values the pipeline holds and polls in place).
 
 pub use crate::core_v1::correlator::fast::{Decision, StateHint};
 pub use crate::core_v1::make::{OccurrenceRef, validate_namespace};
 pub use crate::core_v1::write::WriteEvent;
 pub use crate::events_v1::make::OccurrenceV1Ref;
+
+use crate::core_v1::correlator::Correlator;
+use crate::core_v1::{Event, EventFactory, InvalidEvent};
+use crate::events_v1::{EventFactoryV1, InvalidEventV1};
+use crate::time::Time;
+
+/// The fast form of [`Correlator::correlate`]: the event becomes, in place, what
+/// `Correlated::event` would be; the rest of the decision is returned.
+#[inline]
+pub fn correlate_in_place(correlator: &mut Correlator, event: &mut Event) -> Decision {
+    correlator.correlate_in_place(event)
+}
+
+/// The fast form of [`Correlator::update_state`], with the hint of the correlation that
+/// produced the write (a hint that no longer fits is ignored).
+#[inline]
+pub fn update_state_with(correlator: &mut Correlator, hint: Option<StateHint>, stored: &Event) {
+    correlator.update_state_with(hint, stored)
+}
+
+/// The fast form of [`EventFactory::make`]: built into `event`, reusing its buffers.
+#[inline]
+pub fn make_into(
+    factory: &EventFactory,
+    event: &mut Event,
+    now: Time,
+    occ: OccurrenceRef<'_>,
+) -> Result<(), InvalidEvent> {
+    factory.make_into(event, now, occ)
+}
+
+/// The fast form of [`EventFactoryV1::check`], on borrowed strings.
+#[inline]
+pub fn check_ref(
+    factory: &EventFactoryV1,
+    now: Time,
+    occ: OccurrenceV1Ref<'_>,
+) -> Result<(), InvalidEventV1> {
+    factory.check_ref(now, occ)
+}

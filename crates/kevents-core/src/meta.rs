@@ -35,8 +35,7 @@ impl ObjectMeta {
     /// Every field back to its default, keeping the strings' buffers: part of the pipeline's
     /// fast form of [`EventFactory::make`](crate::EventFactory::make) (not part of the public
     /// API).
-    #[doc(hidden)]
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         let ObjectMeta {
             name,
             namespace,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use std::cell::Cell;
 
-use kevents_core::__private::StateHint;
+use kevents_core::__private::{self, StateHint};
 use kevents_core::{Correlator, CorrelatorOptions};
 
 use super::sink::{
@@ -174,7 +174,7 @@ impl CorrelatorActor {
         }
         t.correlated += 1;
         // In place: the event is not moved into and out of the correlator.
-        let c = self.correlator.correlate_in_place(event.make_mut());
+        let c = __private::correlate_in_place(&mut self.correlator, event.make_mut());
         if c.aggregated {
             t.aggregated += 1;
         }
@@ -358,7 +358,7 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
                 let hint = f.hint.get();
                 self.in_flight.remove(&*done.key);
                 if let Some(stored) = &done.stored {
-                    self.correlator.update_state_with(hint, stored);
+                    __private::update_state_with(&mut self.correlator, hint, stored);
                 }
             }
             // An event learnt from as sent is usually held by nobody else now: built again

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kevents_core::__private::OccurrenceRef;
+use kevents_core::__private::{self, OccurrenceRef};
 use kevents_core::events_v1::OccurrenceV1;
 use kevents_core::reference::ReferenceRef;
 use kevents_core::{
@@ -370,10 +370,14 @@ pub(crate) fn build(
         Item::Repeated(first, _) => return build(factories, *first, pool, intake),
         // The calls on the hot path: built in place into a recycled event.
         Item::Packed(at, p) => {
-            return build_core(pool, intake, |e| factory.make_into(e, at, p.occurrence()));
+            return build_core(pool, intake, |e| {
+                __private::make_into(factory, e, at, p.occurrence())
+            });
         }
         Item::Bound(at, b) => {
-            return build_core(pool, intake, |e| factory.make_into(e, at, b.occurrence()));
+            return build_core(pool, intake, |e| {
+                __private::make_into(factory, e, at, b.occurrence())
+            });
         }
         Item::Core(at, occ) => factory.make(at, *occ),
         Item::EventsV1(e) => return Some(Arc::new(Recorded::EventsV1(*e))),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kevents_core::__private::{OccurrenceV1Ref, validate_namespace};
+use kevents_core::__private::{self, OccurrenceV1Ref, validate_namespace};
 use kevents_core::core_v1::validate;
 use kevents_core::events_v1::{OccurrenceV1, Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, ReferenceRef, SharedClock, Time};
@@ -286,7 +286,7 @@ impl Intake {
             note,
             annotations: &BTreeMap::new(),
         };
-        if let Err(e) = self.v1.factory().check_ref(now, call) {
+        if let Err(e) = __private::check_ref(self.v1.factory(), now, call) {
             return Some(self.refuse(Refusal::Invalid, e.into()));
         }
         let packed = PackedV1::new(regarding, event_type, reason, action, note)?;

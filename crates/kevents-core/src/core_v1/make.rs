@@ -225,12 +225,11 @@ impl EventFactory {
     /// e.count = 7;
     /// let occ = OccurrenceRef { object: (&pod).into(), event_type: EventType::Warning,
     ///                           reason: "BackOff", message: "restarting" };
-    /// f.make_into(&mut e, now, occ).unwrap();
+    /// kevents_core::__private::make_into(&f, &mut e, now, occ).unwrap();
     /// let made = f.make(now, Occurrence::new(pod, EventType::Warning, "BackOff", "restarting"));
     /// assert_eq!(e, made.unwrap());
     /// ```
-    #[doc(hidden)]
-    pub fn make_into(
+    pub(crate) fn make_into(
         &self,
         event: &mut Event,
         now: Time,

@@ -141,17 +141,7 @@ impl Event {
     /// can be built again in place without allocating: part of the pipeline's fast form of
     /// [`EventFactory::make`](crate::EventFactory::make) (not part of the public API).
     ///
-    /// ```
-    /// use kevents_core::{Event, ObjectReference};
-    /// let mut e = Event::default();
-    /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
-    /// e.message = "hello".into();
-    /// e.count = 3;
-    /// e.reset();
-    /// assert_eq!(e, Event::default());
-    /// ```
-    #[doc(hidden)]
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         // Destructured, so that a new field cannot be forgotten here.
         let Event {
             kind,

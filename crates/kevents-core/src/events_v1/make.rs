@@ -293,8 +293,11 @@ impl EventFactoryV1 {
     /// The pipeline's fast form of [`check`](Self::check) (not part of the public API;
     /// `kevents_core::__private`): on borrowed strings (an occurrence without `related`,
     /// which no check reads).
-    #[doc(hidden)]
-    pub fn check_ref(&self, now: Time, occ: OccurrenceV1Ref<'_>) -> Result<(), InvalidEventV1> {
+    pub(crate) fn check_ref(
+        &self,
+        now: Time,
+        occ: OccurrenceV1Ref<'_>,
+    ) -> Result<(), InvalidEventV1> {
         let note_len = self.note_policy.applied_len(occ.note)?;
         let object = occ.regarding.name;
         let name_ok = match self.naming {

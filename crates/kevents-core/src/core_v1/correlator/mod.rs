@@ -411,12 +411,11 @@ impl Correlator {
     /// let mut e = Event::default();
     /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
     /// e.count = 1;
-    /// let d = c.correlate_in_place(&mut e);
+    /// let d = kevents_core::__private::correlate_in_place(&mut c, &mut e);
     /// assert!(d.patch.is_none() && !d.skip && !d.aggregated);
     /// assert_eq!(e.count, 1);
     /// ```
-    #[doc(hidden)]
-    pub fn correlate_in_place(&mut self, event: &mut Event) -> Decision {
+    pub(crate) fn correlate_in_place(&mut self, event: &mut Event) -> Decision {
         self.stats.correlated += 1;
         self.last_observed = None;
         let aggregate_hash = self.aggregate(event);
@@ -520,16 +519,15 @@ impl Correlator {
     /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
     /// e.count = 1;
     /// let mut first = e.clone();
-    /// let decision = c.correlate_in_place(&mut first);
+    /// let decision = kevents_core::__private::correlate_in_place(&mut c, &mut first);
     /// let _other = c.correlate(Event::default());
     /// let mut stored = first.clone();
     /// stored.metadata.resource_version = "7".into();
-    /// c.update_state_with(decision.hint, &stored);
+    /// kevents_core::__private::update_state_with(&mut c, decision.hint, &stored);
     /// let again = c.correlate(e);
     /// assert_eq!(again.event.metadata.resource_version, "7");
     /// ```
-    #[doc(hidden)]
-    pub fn update_state_with(&mut self, hint: Option<StateHint>, stored: &Event) {
+    pub(crate) fn update_state_with(&mut self, hint: Option<StateHint>, stored: &Event) {
         let count = stored.count as i64 as u64;
         // The hinted entry, if its key is the stored event's, is what the lookup below would
         // find (keys are unique), without building and hashing the key (callgrind, `wide`:
