@@ -27,14 +27,14 @@ use crate::time::Time;
 /// `Correlated::event` would be; the rest of the decision is returned.
 #[inline]
 pub fn correlate_in_place(correlator: &mut Correlator, event: &mut Event) -> Decision {
-    correlator.correlate_in_place(event)
+    correlator.correlate_decision(event)
 }
 
 /// The fast form of [`Correlator::update_state`], with the hint of the correlation that
 /// produced the write (a hint that no longer fits is ignored).
 #[inline]
 pub fn update_state_with(correlator: &mut Correlator, hint: Option<StateHint>, stored: &Event) {
-    correlator.update_state_with(hint, stored)
+    correlator.learn_with_hint(hint, stored)
 }
 
 /// The fast form of [`EventFactory::make`]: built into `event`, reusing its buffers.
@@ -45,7 +45,7 @@ pub fn make_into(
     now: Time,
     occ: OccurrenceRef<'_>,
 ) -> Result<(), InvalidEvent> {
-    factory.make_into(event, now, occ)
+    factory.build_into(event, now, occ)
 }
 
 /// The fast form of [`EventFactoryV1::check`], on borrowed strings.
@@ -55,5 +55,5 @@ pub fn check_ref(
     now: Time,
     occ: OccurrenceV1Ref<'_>,
 ) -> Result<(), InvalidEventV1> {
-    factory.check_ref(now, occ)
+    factory.check_borrowed(now, occ)
 }

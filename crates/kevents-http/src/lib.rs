@@ -7,7 +7,7 @@
 //! authentication, TLS via `tls.rs`, bounded body reads, `/version`; the requests of both
 //! APIs, their classification, lists ([`ListError`]), discovery and preflight are
 //! `kevents_core::request`'s, the request layer kevents-kube's sink shares),
-//! `config.rs` ([`HttpConfig`], its checks and limits, [`ConfigError`]), `kubeconfig.rs`
+//! `config/` ([`HttpConfig`], its checks and limits, [`ConfigError`]), `kubeconfig.rs`
 //! (kubeconfig and in-cluster loading), `auth.rs` (the credential of each request, exec
 //! plugin caching), `token_file.rs` (token files, read on a worker thread of their own),
 //! `off_thread.rs` (file reads bounded in time, [`read_credential_file`]), `exec.rs` (exec

@@ -229,7 +229,7 @@ impl EventFactory {
     /// let made = f.make(now, Occurrence::new(pod, EventType::Warning, "BackOff", "restarting"));
     /// assert_eq!(e, made.unwrap());
     /// ```
-    pub(crate) fn make_into(
+    pub(crate) fn build_into(
         &self,
         event: &mut Event,
         now: Time,
@@ -375,7 +375,7 @@ mod tests {
                 reason: &f[7],
                 message: &f[8],
             };
-            match (made, factory.make_into(&mut e, now, occ)) {
+            match (made, factory.build_into(&mut e, now, occ)) {
                 (Ok(made), Ok(())) => prop_assert_eq!(e, made),
                 (Err(a), Err(b)) => {
                     prop_assert_eq!(a, b);

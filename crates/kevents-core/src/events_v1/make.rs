@@ -277,7 +277,7 @@ impl EventFactoryV1 {
     /// assert_eq!(f.make(now, bad).unwrap_err(), InvalidEventV1::ActionMissing);
     /// ```
     pub fn check(&self, now: Time, occ: &OccurrenceV1) -> Result<(), InvalidEventV1> {
-        self.check_ref(
+        self.check_borrowed(
             now,
             OccurrenceV1Ref {
                 regarding: ReferenceRef::from(&occ.regarding),
@@ -293,7 +293,7 @@ impl EventFactoryV1 {
     /// The pipeline's fast form of [`check`](Self::check) (not part of the public API;
     /// `kevents_core::__private`): on borrowed strings (an occurrence without `related`,
     /// which no check reads).
-    pub(crate) fn check_ref(
+    pub(crate) fn check_borrowed(
         &self,
         now: Time,
         occ: OccurrenceV1Ref<'_>,

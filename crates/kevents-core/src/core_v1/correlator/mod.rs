@@ -390,7 +390,7 @@ impl Correlator {
     /// filter.
     pub fn correlate(&mut self, event: Event) -> Correlated {
         let mut event = event;
-        let d = self.correlate_in_place(&mut event);
+        let d = self.correlate_decision(&mut event);
         Correlated {
             event,
             patch: d.patch,
@@ -415,7 +415,7 @@ impl Correlator {
     /// assert!(d.patch.is_none() && !d.skip && !d.aggregated);
     /// assert_eq!(e.count, 1);
     /// ```
-    pub(crate) fn correlate_in_place(&mut self, event: &mut Event) -> Decision {
+    pub(crate) fn correlate_decision(&mut self, event: &mut Event) -> Decision {
         self.stats.correlated += 1;
         self.last_observed = None;
         let aggregate_hash = self.aggregate(event);
@@ -504,7 +504,7 @@ impl Correlator {
     pub fn update_state(&mut self, stored: &Event) {
         // Usually the event `correlate` just keyed.
         let hint = self.last_observed.map(StateHint);
-        self.update_state_with(hint, stored);
+        self.learn_with_hint(hint, stored);
     }
 
     /// The pipeline's fast form of [`update_state`](Correlator::update_state) (not part of
@@ -527,7 +527,7 @@ impl Correlator {
     /// let again = c.correlate(e);
     /// assert_eq!(again.event.metadata.resource_version, "7");
     /// ```
-    pub(crate) fn update_state_with(&mut self, hint: Option<StateHint>, stored: &Event) {
+    pub(crate) fn learn_with_hint(&mut self, hint: Option<StateHint>, stored: &Event) {
         let count = stored.count as i64 as u64;
         // The hinted entry, if its key is the stored event's, is what the lookup below would
         // find (keys are unique), without building and hashing the key (callgrind, `wide`:

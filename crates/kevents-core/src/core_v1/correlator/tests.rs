@@ -14,7 +14,7 @@ use crate::time::{Clock, IntervalClock, Time};
 
 /// `correlate`, with the hint of the pipeline's fast form (`correlate_in_place`).
 fn with_hint(c: &mut Correlator, mut event: Event) -> (Correlated, Option<StateHint>) {
-    let d = c.correlate_in_place(&mut event);
+    let d = c.correlate_decision(&mut event);
     let correlated = Correlated {
         event,
         patch: d.patch,
@@ -397,8 +397,8 @@ mod hints {
                     stored.metadata.resource_version = n.to_string();
                     // The right hint, or one from an earlier correlation (maybe reused since).
                     let hint = hints[hints.len().saturating_sub(1 + pick)];
-                    hinted.update_state_with(hint, &stored);
-                    plain.update_state_with(None, &stored);
+                    hinted.learn_with_hint(hint, &stored);
+                    plain.learn_with_hint(None, &stored);
                 }
             }
             prop_assert_eq!(hinted.stats(), plain.stats());
@@ -432,7 +432,7 @@ fn a_late_answer_does_not_roll_the_observed_count_back() {
     // The CREATE's answer arrives now: the server stored count 1, with a resourceVersion.
     let mut stored = first.event.clone();
     stored.metadata.resource_version = "41".into();
-    c.update_state_with(first_hint, &stored);
+    c.learn_with_hint(first_hint, &stored);
     let fourth = c.correlate(e());
     assert_eq!(
         fourth.event.count, 4,
@@ -453,6 +453,6 @@ fn a_late_answer_does_not_roll_the_observed_count_back() {
     // A server copy with a higher count (another writer) is taken, as client-go does.
     let mut stored = fifth.event.clone();
     stored.count = 9;
-    c.update_state_with(fifth_hint, &stored);
+    c.learn_with_hint(fifth_hint, &stored);
     assert_eq!(c.correlate(e()).event.count, 10);
 }
