@@ -72,9 +72,9 @@ fn tokens(info: &str) -> Vec<&str> {
 
 /// Whether rustdoc takes the block for Rust.
 fn is_rust(info: &str) -> bool {
-    tokens(info).iter().all(|t| {
-        *t == "rust" || RUSTDOC_ATTRIBUTES.contains(t) || t.starts_with("ignore-")
-    })
+    tokens(info)
+        .iter()
+        .all(|t| *t == "rust" || RUSTDOC_ATTRIBUTES.contains(t) || t.starts_with("ignore-"))
 }
 
 fn is_ignored(info: &str) -> bool {
@@ -175,8 +175,7 @@ fn the_readme_has_no_rust_block_but_the_two_checked_examples() {
     );
     for f in &rust {
         assert_eq!(
-            f.info,
-            "rust",
+            f.info, "rust",
             "README.md:{}: tests/readme.rs compares ```rust blocks",
             f.line
         );
