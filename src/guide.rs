@@ -1,6 +1,11 @@
 //! The documentation pages of the repository's `docs/` folder, packaged with the crate and
 //! rendered here so they are on docs.rs too. Links between the pages name the repository's
 //! files (`semantics.md`): follow them in the repository, or pick the page from this list.
+//!
+//! Every page is here (`tests/docs_pages.rs` checks it), and the pages' ```` ```rust ````
+//! blocks are this crate's doc tests: `cargo test -p kevents --all-features --doc` compiles
+//! them all (the kube-rs and preflight pages' with the `kube-client` feature, the metrics
+//! page's with `prometheus`; without it such a page is a line naming its file).
 
 #[doc = include_str!("../docs/architecture.md")]
 pub mod architecture {}
@@ -12,9 +17,23 @@ pub mod compatibility {}
 pub mod http {}
 #[doc = include_str!("../docs/events-v1.md")]
 pub mod events_v1 {}
-#[doc = include_str!("../docs/kube-rs.md")]
+#[cfg_attr(feature = "kube-client", doc = include_str!("../docs/kube-rs.md"))]
+#[cfg_attr(
+    not(feature = "kube-client"),
+    doc = "kube-rs interop: `docs/kube-rs.md` (rendered with the `kube-client` feature)."
+)]
 pub mod kube_rs {}
-#[doc = include_str!("../docs/metrics.md")]
+#[cfg_attr(feature = "kube-client", doc = include_str!("../docs/preflight.md"))]
+#[cfg_attr(
+    not(feature = "kube-client"),
+    doc = "Preflight and `kevents doctor`: `docs/preflight.md` (rendered with the `kube-client` feature)."
+)]
+pub mod preflight {}
+#[cfg_attr(feature = "prometheus", doc = include_str!("../docs/metrics.md"))]
+#[cfg_attr(
+    not(feature = "prometheus"),
+    doc = "Metrics and Prometheus: `docs/metrics.md` (rendered with the `prometheus` feature)."
+)]
 pub mod metrics {}
 #[doc = include_str!("../docs/demo.md")]
 pub mod demo {}

@@ -56,7 +56,9 @@
 //! }
 //! ```
 //!
-//! One event is stored, `count: 3` (a CREATE and two PATCHes, as client-go does).
+//! One event is stored, `count: 3`. The pipeline coalesces repeats still waiting for the
+//! sink, so it takes at most three requests: usually one CREATE with `count: 3`, as the three
+//! calls come before the first write leaves (client-go would send a CREATE and two PATCHes).
 //! [`FakeRecorder`] stands in for the pipeline in unit tests; `Pipeline::builder(..)
 //! .sink_v1(..)` adds the `events.k8s.io/v1` API ([`events_v1`]).
 //!
@@ -145,7 +147,24 @@ pub use kevents_actors::{
 };
 pub use kevents_core::{EventSource, EventType, ObjectReference, Reference};
 
-/// The apiserver sink: `HttpSink::infer()` (kubeconfig or in-cluster), `HttpSink::new`.
+/// The apiserver sink: `HttpSink::infer()` (kubeconfig or in-cluster), `HttpSink::new`;
+/// from plain synchronous code (no runtime), `HttpSink::infer_blocking()`:
+///
+/// ```no_run
+/// use kevents::{EventSource, EventType, HttpSink, ObjectReference, Pipeline, SinkOptions};
+/// use std::time::Duration;
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let sink = HttpSink::infer_blocking()?; // KUBECONFIG, ~/.kube/config or in-cluster
+///     let pipeline = Pipeline::builder(EventSource::new("my-tool", "host-1"))
+///         .sink("apiserver", sink, SinkOptions::default())
+///         .start(); // on a thread of its own
+///     let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+///     pipeline.recorder().event(&pod, EventType::Normal, "Checked", "all good")?;
+///     println!("{}", pipeline.shutdown_blocking(Duration::from_secs(10))?);
+///     Ok(())
+/// }
+/// ```
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use kevents_http::HttpSink;
@@ -182,9 +201,9 @@ pub use kevents_sim as sim;
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 
-// Rendered in the documentation only: the pages' code blocks are examples for reading (their
-// compiled twins are in the crates' own docs and tests).
-#[cfg(all(doc, not(doctest)))]
+// Rendered in the documentation, and read by the doc tests: the pages' Rust blocks are
+// compiled (`cargo test -p kevents --all-features --doc`); no code of its own.
+#[cfg(any(doc, doctest))]
 pub mod guide;
 
 /// actix, re-exported so the version always matches the pipeline's.

@@ -58,7 +58,7 @@
 //!     }
 //!     let report = pipeline.shutdown(Duration::from_secs(10)).await;
 //!     assert!(report.completed);
-//!     assert_eq!(api.list()[0].count, 3); // one CREATE, two PATCHes
+//!     assert_eq!(api.list()[0].count, 3); // one event; repeats coalesced into 1 to 3 writes
 //! }
 //! ```
 

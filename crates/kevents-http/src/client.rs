@@ -255,6 +255,40 @@ impl HttpSink {
         Self::new(HttpConfig::infer().await?)
     }
 
+    /// [`HttpSink::infer`] for synchronous code: `KUBECONFIG`, `~/.kube/config` or the
+    /// in-cluster service account, loaded without an executor of the caller's. The loading
+    /// runs on a private current-thread tokio runtime on a helper thread, which this call
+    /// waits for (at most [`CREDENTIAL_FILE_TIMEOUT`](crate::CREDENTIAL_FILE_TIMEOUT) for the
+    /// files, as `infer`), so it works from plain `main` and, blocking its thread meanwhile,
+    /// from inside a runtime too (it never panics there; in async code prefer `infer`).
+    /// A helper thread or runtime that cannot be started is [`ConfigError::Blocking`].
+    ///
+    /// ```no_run
+    /// fn main() -> Result<(), kevents_http::ConfigError> {
+    ///     let sink = kevents_http::HttpSink::infer_blocking()?; // no runtime needed
+    ///     println!("events go to {}", sink.base_url());
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// With a pipeline, from plain synchronous code: the facade's `kevents::HttpSink`.
+    pub fn infer_blocking() -> Result<Self, ConfigError> {
+        let load = std::thread::Builder::new()
+            .name("kevents-infer".into())
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| ConfigError::Blocking(format!("cannot build a runtime: {e}")))?;
+                runtime.block_on(HttpConfig::infer())
+            })
+            .map_err(|e| ConfigError::Blocking(format!("cannot start a thread: {e}")))?;
+        let config = load
+            .join()
+            .map_err(|_| ConfigError::Blocking("the loading thread panicked".into()))??;
+        Self::new(config)
+    }
+
     /// The apiserver URL.
     pub fn base_url(&self) -> &Url {
         &self.inner.base

@@ -40,7 +40,7 @@
 //!     let client = Client::try_default().await?;
 //!     let reporter = Reporter { controller: "example.com/my-controller".into(), instance: None };
 //!     let recorder = Recorder::new(client.clone(), reporter); // one per controller; clone it
-//!     let cm = Api::<ConfigMap>::namespaced(client, "default").get("app-config").await?;
+//!     let cm = Api::<ConfigMap>::namespaced(client, "default").get("kube-root-ca.crt").await?;
 //!     let synced = Event { type_: EventType::Normal, reason: "Synced".into(),
 //!         note: Some("configuration applied".into()), action: "Reconcile".into(), secondary: None };
 //!     for _ in 0..3 {
@@ -51,7 +51,9 @@
 //! }
 //! ```
 //!
-//! One event is stored about the ConfigMap, its series count 3. In unit tests,
+//! The ConfigMap `kube-root-ca.crt` is in every namespace of a cluster (Kubernetes 1.21+
+//! publishes it; 1.20 by default), so this runs on a fresh one. One event is stored about it
+//! in `default`, its series count 3. In unit tests,
 //! [`FakeRecorder`] gives the reconciler a `Recorder` that keeps every publish.
 //!
 //! Source layout: `sink.rs` ([`KubeSink`], a [`Transport`](kevents_core::request::Transport):

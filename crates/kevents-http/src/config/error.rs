@@ -146,6 +146,10 @@ pub enum ConfigError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    /// [`HttpSink::infer_blocking`](crate::HttpSink::infer_blocking) could not start the
+    /// helper thread or the runtime it loads the configuration on.
+    #[error("cannot load the configuration synchronously: {0}")]
+    Blocking(String),
     /// An exec credential plugin (`users[].user.exec`) cannot be used as configured
     /// (no command, an unsupported `apiVersion`, `interactiveMode: Always`, ...).
     #[error("{origin}: {source}")]
