@@ -64,7 +64,7 @@ async fn crash(state: web::Data<AppState>, name: web::Path<String>) -> HttpRespo
 }
 
 async fn events(state: web::Data<AppState>) -> HttpResponse {
-    match state.sink.list_events(NAMESPACE).await {
+    match state.sink.requests().list_events(NAMESPACE).await {
         Ok(list) => {
             let mut body = String::new();
             for e in list {

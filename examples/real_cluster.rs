@@ -97,7 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.retry_exhausted,
         s.abandoned
     );
-    for e in sink.list_events(&namespace).await? {
+    for e in sink.requests().list_events(&namespace).await? {
         if e.involved_object.name == "kevents-example" {
             println!(
                 "  {:<8} {:<10} x{:<3} {}",

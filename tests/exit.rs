@@ -55,7 +55,7 @@ kevents_testkit::real_apiserver_tests! {
             );
             let stored: Vec<_> = target
                 .admin
-                .list_events("default")
+                .requests().list_events("default")
                 .await
                 .expect("list core/v1 events")
                 .into_iter()

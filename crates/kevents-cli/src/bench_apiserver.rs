@@ -100,9 +100,13 @@ pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
 
 /// Deletes every event of `namespace`; returns how many.
 async fn clear(sink: &HttpSink, namespace: &str) -> anyhow::Result<usize> {
-    let events = sink.list_events(namespace).await?;
+    let events = sink.requests().list_events(namespace).await?;
     for e in &events {
-        match sink.delete_event(namespace, &e.metadata.name).await {
+        match sink
+            .requests()
+            .delete_event(namespace, &e.metadata.name)
+            .await
+        {
             Ok(()) => {}
             Err(err) if err.is_not_found() => {}
             Err(err) => return Err(err).context("deleting old events"),
@@ -189,15 +193,19 @@ async fn run_once(
     // (deferred spam tails, the latest counts).
     let final_seconds = start.elapsed().as_secs_f64();
     let t = Totals::of([&report.stats]);
-    let stored = sink.list_events(&args.namespace).await.map_err(|e| {
-        Failure::new(
-            FailureKind::ReadBack,
-            format!(
-                "reading the events back failed: {}",
-                cluster::describe(&cluster::list_error(e))
-            ),
-        )
-    })?;
+    let stored = sink
+        .requests()
+        .list_events(&args.namespace)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                FailureKind::ReadBack,
+                format!(
+                    "reading the events back failed: {}",
+                    cluster::describe(&cluster::list_error(e))
+                ),
+            )
+        })?;
     let sum_count: i64 = stored.iter().map(|e| i64::from(e.count)).sum();
     // What the server stored, against what the writes were answered and what client-go's
     // serial path stores (per object: names carry real instants): a count written lower

@@ -117,6 +117,7 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
         ClusterNamespace::Default => ClusterScopedNamespace::Default,
     };
     let report = sink
+        .requests()
         .preflight(&plan)
         .await
         .map_err(|e| Failure::new(FailureKind::Config, e))?;

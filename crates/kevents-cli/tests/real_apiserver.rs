@@ -106,6 +106,7 @@ fn unique(prefix: &str) -> String {
 
 async fn stored_for(admin: &HttpSink, ns: &str, object: &str) -> Vec<Event> {
     let mut v: Vec<Event> = admin
+        .requests()
         .list_events(ns)
         .await
         .unwrap()
@@ -170,6 +171,7 @@ fn pipeline_run() {
         // Deleted on the server: the next repeat's PATCH gets 404 and re-creates it with the
         // accumulated count.
         admin
+            .requests()
             .delete_event("default", &stored[0].metadata.name)
             .await
             .unwrap();
@@ -328,7 +330,7 @@ fn api_workload_run() {
         assert!(report.completed);
         assert_eq!(s.spam_filtered, 500, "{s:?}");
         assert_eq!((s.created, s.patched, s.failed()), (600, 1_900, 0), "{s:?}");
-        let stored = admin.list_events("bench").await.unwrap();
+        let stored = admin.requests().list_events("bench").await.unwrap();
         let sum: i64 = stored.iter().map(|e| i64::from(e.count)).sum();
         eprintln!(
             "api workload: {} stored, count sum {sum}, {} attempts",

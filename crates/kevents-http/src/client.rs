@@ -52,27 +52,29 @@ pub use kevents_core::request::STRATEGIC_MERGE_PATCH;
 /// # Ok(()) }
 /// ```
 ///
-/// Reads, discovery and preflight (the request layer's, `kevents_core::request::Client`):
+/// Reads, discovery and preflight: its [`requests`](HttpSink::requests), the request layer's
+/// `kevents_core::request::Client` over it:
 ///
 /// ```no_run
 /// use kevents_core::preflight::PreflightPlan;
 /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), Box<dyn std::error::Error>> {
-/// if !sink.events_v1_served().await? {
+/// let requests = sink.requests();
+/// if !requests.events_v1_served().await? {
 ///     println!("falling back to core/v1 events");
 /// }
-/// for e in sink.list_events("default").await? {
+/// for e in requests.list_events("default").await? {
 ///     println!("{} {} x{} {}", e.type_, e.reason, e.count, e.message);
 /// }
-/// match sink.get_event("default", "web-1.17a0c2b5d9e5f3a1").await {
+/// match requests.get_event("default", "web-1.17a0c2b5d9e5f3a1").await {
 ///     Ok(e) => println!("count {}", e.count),
 ///     Err(e) if e.is_not_found() => println!("gone"),
 ///     Err(e) => return Err(e.into()),
 /// }
-/// sink.delete_event("default", "web-1.17a0c2b5d9e5f3a1").await?;
-/// let v1 = sink.list_events_v1("").await?;
-/// let one = sink.get_event_v1("default", "web-1.17a0c2b5d9e5f3a1").await?;
-/// let served = sink.api_served("/apis/events.k8s.io/v1").await?;
-/// let report = sink
+/// requests.delete_event("default", "web-1.17a0c2b5d9e5f3a1").await?;
+/// let v1 = requests.list_events_v1("").await?;
+/// let one = requests.get_event_v1("default", "web-1.17a0c2b5d9e5f3a1").await?;
+/// let served = requests.api_served("/apis/events.k8s.io/v1").await?;
+/// let report = requests
 ///     .preflight(&PreflightPlan::discover(["team-a"]).reporter("example.com/ctl", "ctl-1"))
 ///     .await?;
 /// # Ok(()) }
@@ -299,8 +301,17 @@ impl HttpSink {
         &self.inner.default_namespace
     }
 
-    /// The request layer over this sink: [`kevents_core::request::Client`].
-    fn requests(&self) -> Client<HttpSink> {
+    /// The requests of this sink, the one door to them: creates and patches of both event
+    /// APIs (as the sink traits make them), gets, deletes, bounded lists, discovery and
+    /// preflight ([`kevents_core::request::Client`] over this sink).
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_http::HttpSink) -> Result<(), kevents_http::ListError> {
+    /// let events = sink.requests().list_events("default").await?;
+    /// println!("{} core/v1 events in default", events.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn requests(&self) -> Client<HttpSink> {
         Client::new(self.clone())
     }
 
@@ -470,7 +481,8 @@ impl Transport for HttpSink {
     }
 }
 
-kevents_core::impl_request_sink!(HttpSink);
+// EventSink, EventSinkV1 and PreflightApi: the request layer's, through `requests`.
+kevents_core::__request_sink!(HttpSink);
 
 #[cfg(test)]
 mod tests {

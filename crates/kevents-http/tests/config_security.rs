@@ -349,7 +349,7 @@ fn bad_client_key_is_refused_without_echoing_it() {
 async fn discovery_and_version() {
     let plain = Simulator::start(SimConfig::default()).await.unwrap();
     let sink = HttpSink::new(HttpConfig::new(&plain.url()).unwrap()).unwrap();
-    assert!(!sink.events_v1_served().await.unwrap());
+    assert!(!sink.requests().events_v1_served().await.unwrap());
     assert_eq!(sink.server_version().await.unwrap().git_version, "v1.20.2");
     let served = Simulator::start(SimConfig {
         events_v1_served: true,
@@ -358,7 +358,7 @@ async fn discovery_and_version() {
     .await
     .unwrap();
     let sink = HttpSink::new(HttpConfig::new(&served.url()).unwrap()).unwrap();
-    assert!(sink.events_v1_served().await.unwrap());
+    assert!(sink.requests().events_v1_served().await.unwrap());
 }
 
 #[tokio::test]
@@ -382,7 +382,7 @@ async fn url_path_prefix_and_escaping() {
     elsewhere.metadata.namespace = "..".into();
     let err = sink.patch(&elsewhere, b"{}").await.unwrap_err();
     assert!(matches!(err, SinkError::Construction(_)), "{err:?}");
-    assert!(sink.get_event("default", "..").await.is_err());
-    assert!(sink.delete_event("..", "x").await.is_err());
+    assert!(sink.requests().get_event("default", "..").await.is_err());
+    assert!(sink.requests().delete_event("..", "x").await.is_err());
     assert_eq!(sim.stats().requests, before, "nothing was sent");
 }

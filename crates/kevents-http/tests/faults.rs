@@ -202,7 +202,11 @@ async fn response_bodies_are_size_limited() {
     let err = sink.create(&event("big.1")).await.unwrap_err();
     assert_eq!(err.code(), Some(409));
     // Any other 2xx too large to read is an error.
-    let err = sink.get_event("default", "big.1").await.unwrap_err();
+    let err = sink
+        .requests()
+        .get_event("default", "big.1")
+        .await
+        .unwrap_err();
     assert!(matches!(err, SinkError::UnexpectedObject(_)), "{err:?}");
 }
 

@@ -180,7 +180,7 @@ async fn lists_read_every_page() {
         sink.create(&event(&format!("page.{i:03}"))).await.unwrap();
     }
     let before = sim.stats().requests;
-    let listed = sink.list_events("default").await.unwrap();
+    let listed = sink.requests().list_events("default").await.unwrap();
     assert_eq!(listed.len(), 520);
     assert_eq!(sim.stats().requests - before, 3, "pages of 250");
     let names: std::collections::BTreeSet<_> =
@@ -197,7 +197,7 @@ async fn a_list_that_repeats_its_continue_token_ends_with_an_error() {
     }
     sim.set_faults(Faults::endless_list(ListFault::RepeatContinue));
     let before = sim.stats().requests;
-    let err = sink.list_events("default").await.unwrap_err();
+    let err = sink.requests().list_events("default").await.unwrap_err();
     assert!(
         matches!(err, ListError::RepeatedContinue { pages: 2, items: 6 }),
         "{err:?}"
@@ -216,7 +216,7 @@ async fn a_list_that_repeats_its_continue_token_ends_with_an_error() {
     .unwrap();
     let sink = HttpSink::new(HttpConfig::new(&sim.url()).unwrap()).unwrap();
     sim.set_faults(Faults::endless_list(ListFault::RepeatContinue));
-    let err = sink.list_events_v1("default").await.unwrap_err();
+    let err = sink.requests().list_events_v1("default").await.unwrap_err();
     assert!(matches!(err, ListError::RepeatedContinue { .. }), "{err:?}");
 }
 
@@ -233,7 +233,7 @@ async fn endless_lists_stop_at_the_page_limit() {
     sink.create(&event("endless.1")).await.unwrap();
     sim.set_faults(Faults::endless_list(ListFault::EndlessContinue));
     let before = sim.stats().requests;
-    let err = sink.list_events("default").await.unwrap_err();
+    let err = sink.requests().list_events("default").await.unwrap_err();
     assert!(
         matches!(err, ListError::TooManyPages { limit: 5, items: 5 }),
         "{err:?}"
@@ -255,7 +255,7 @@ async fn endless_lists_stop_at_the_byte_limit() {
     e.message = "m".repeat(10_000);
     sink.create(&e).await.unwrap();
     sim.set_faults(Faults::endless_list(ListFault::EndlessContinue));
-    let err = sink.list_events("default").await.unwrap_err();
+    let err = sink.requests().list_events("default").await.unwrap_err();
     let ListError::TooLarge {
         limit,
         pages,
@@ -410,7 +410,7 @@ async fn stored_messages_with_escapes_come_back_as_stored() {
     let stored = sink.create(&event("stored.1")).await.unwrap();
     assert_eq!(stored.returned().unwrap().message, hostile);
     assert_eq!(sim.event("default", "stored.1").unwrap().message, hostile);
-    let listed = sink.list_events("default").await.unwrap();
+    let listed = sink.requests().list_events("default").await.unwrap();
     assert_eq!(listed[0].message, hostile);
     assert_eq!(
         sanitize_server_text(&listed[0].message),

@@ -78,7 +78,7 @@
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
 //! let sink = KubeSink::new(client);
-//! let served = sink.events_v1_served().await?;
+//! let served = sink.requests().events_v1_served().await?;
 //! // In a tokio application the pipeline runs on a thread of its own.
 //! let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
 //!     .events_v1(kevents_actors::EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))

@@ -3,7 +3,7 @@
 //! read with a size limit, and the mapping of `kube::Error` to [`SinkError`]. The requests
 //! themselves, their answers' classification, lists and preflight are
 //! [`kevents_core::request`]'s, shared with kevents-http's sink
-//! ([`kevents_core::impl_request_sink`] gives `KubeSink` its methods and sink traits).
+//! (`requests()`, the one door to them; the sink traits forward to it).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,16 +35,17 @@ pub use kevents_core::request::{
 /// ([`with_request_timeout`](KubeSink::with_request_timeout), [`SinkError::Timeout`]), and a
 /// request the client cannot deliver is [`SinkError::Transport`] (retried by the pipeline).
 ///
-/// Its other requests are the request layer's too:
+/// Its other requests are its [`requests`](KubeSink::requests), the request layer's:
 ///
 /// ```no_run
 /// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), Box<dyn std::error::Error>> {
-/// let report = sink.preflight(&kevents_core::preflight::PreflightPlan::discover(["a"])).await?;
-/// let (v1, any) = (sink.events_v1_served().await?, sink.api_served("/api/v1").await?);
-/// let listed = (sink.list_events("a").await?.len(), sink.list_events_v1("a").await?.len());
-/// let first = sink.get_event("a", "web.1").await?;
-/// let series = sink.get_event_v1("a", "web.1").await?.series;
-/// sink.delete_event("a", "web.1").await?;
+/// let requests = sink.requests();
+/// let report = requests.preflight(&kevents_core::preflight::PreflightPlan::discover(["a"])).await?;
+/// let (v1, any) = (requests.events_v1_served().await?, requests.api_served("/api/v1").await?);
+/// let listed = (requests.list_events("a").await?.len(), requests.list_events_v1("a").await?.len());
+/// let first = requests.get_event("a", "web.1").await?;
+/// let series = requests.get_event_v1("a", "web.1").await?.series;
+/// requests.delete_event("a", "web.1").await?;
 /// # Ok(()) }
 /// ```
 ///
@@ -196,16 +197,24 @@ impl KubeSink {
         self.inner.client.default_namespace()
     }
 
-    /// The request layer over this sink ([`kevents_core::request::Client`]). A create whose
-    /// event name is not a DNS-1123 subdomain is refused before it is sent, as a patch's is.
-    fn requests(&self) -> Client<KubeSink> {
+    /// The requests of this sink, the one door to them: creates and patches of both event
+    /// APIs (as the sink traits make them), gets, deletes, bounded lists, discovery and
+    /// preflight ([`kevents_core::request::Client`] over this sink). A create whose event
+    /// name is not a DNS-1123 subdomain is refused before it is sent, as a patch's is.
+    ///
+    /// ```no_run
+    /// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), kevents_kube::ListError> {
+    /// let events = sink.requests().list_events_v1("default").await?;
+    /// println!("{} events.k8s.io/v1 events in default", events.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn requests(&self) -> Client<KubeSink> {
         Client::new(self.clone()).check_created_names(true)
     }
 }
 
-// The two APIs' sinks, `get_event`, `list_events`, `events_v1_served`, `preflight`, ...: the
-// request layer's, through `requests`.
-kevents_core::impl_request_sink!(KubeSink);
+// EventSink, EventSinkV1 and PreflightApi: the request layer's, through `requests`.
+kevents_core::__request_sink!(KubeSink);
 
 /// One request through the kube client, its answer read up to the request's limit, within
 /// its deadline.

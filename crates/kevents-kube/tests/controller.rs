@@ -86,7 +86,7 @@ kevents_testkit::real_apiserver_tests! {
         assert_eq!(published.len(), 5, "{published:?}");
         assert!(reconciled >= 10, "{reconciled} reconciles");
 
-        let events = KubeSink::new(client.clone()).list_events_v1(ns).await.expect("list");
+        let events = KubeSink::new(client.clone()).requests().list_events_v1(ns).await.expect("list");
         for (name, n) in &published {
             let about: Vec<_> = events.iter().filter(|e| &e.regarding.name == name).collect();
             assert_eq!(about.len(), 1, "one event about {name}: {about:#?}");
@@ -181,7 +181,7 @@ kevents_testkit::real_apiserver_tests! {
         assert!(report.completed, "{report:?}");
         let kevents_writes = event_writes(&client).await - before;
 
-        let events = KubeSink::new(client.clone()).list_events_v1(ns).await.expect("list");
+        let events = KubeSink::new(client.clone()).requests().list_events_v1(ns).await.expect("list");
         let summary = |name: &str| {
             let about: Vec<_> = events.iter().filter(|e| e.regarding.name == name).collect();
             let total: u64 = about.iter().map(|e| e.series.map_or(1, |s| s.count as u64)).sum();

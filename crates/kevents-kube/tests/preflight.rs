@@ -112,6 +112,7 @@ async fn check<S>(target: &Target<S>) {
     // Bad input: refused before any request.
     let sink = KubeSink::new(admin);
     let err = sink
+        .requests()
         .preflight(&PreflightPlan::discover(["Team_A"]))
         .await
         .unwrap_err();

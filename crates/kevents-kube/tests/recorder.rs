@@ -91,7 +91,11 @@ async fn sixteen_tasks(target: &Target) {
     // Per ConfigMap: CREATE, series start PATCH, final PATCH at shutdown.
     assert_eq!(s.created, 4, "{s:?}");
     let sink = KubeSink::new(client);
-    let events = sink.list_events_v1("default").await.expect("list");
+    let events = sink
+        .requests()
+        .list_events_v1("default")
+        .await
+        .expect("list");
     let mine: Vec<_> = events
         .iter()
         .filter(|e| e.reporting_controller == "kevents.io/kube-test")
@@ -155,7 +159,9 @@ async fn a_request_right_after_shutdown_is_answered() {
         join_then_shut_down(tasks, &recorder, Duration::from_secs(10)).await;
         let list = tokio::time::timeout(
             Duration::from_secs(5),
-            KubeSink::new(client.clone()).list_events_v1("default"),
+            KubeSink::new(client.clone())
+                .requests()
+                .list_events_v1("default"),
         )
         .await;
         match list {
@@ -212,6 +218,7 @@ async fn invalid_events_and_shutdown_are_refused_at_the_call() {
     let as_kube: kube::Error = PublishError::Shutdown.into();
     assert!(as_kube.to_string().contains("shut down"));
     let stored = KubeSink::new(client_for(&target, Identity::Admin).await)
+        .requests()
         .list_events_v1("default")
         .await
         .expect("list");
@@ -253,6 +260,7 @@ async fn notes_first_keeps_the_first_distinct_keeps_each() {
         assert!(report.completed);
     }
     let events = KubeSink::new(client)
+        .requests()
         .list_events_v1("default")
         .await
         .expect("list");

@@ -23,7 +23,12 @@ async fn simulator_events_v1_conformance() {
 /// Records `repeats` identical events through a pipeline writing to `target`, shuts it down
 /// (the flush writes the latest count) and returns the event's name prefix.
 async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
-    let served = target.admin.events_v1_served().await.expect("discovery");
+    let served = target
+        .admin
+        .requests()
+        .events_v1_served()
+        .await
+        .expect("discovery");
     assert!(served, "events.k8s.io/v1 is served by {}", target.name);
     let pipeline = Pipeline::builder(EventSource::new("kevents.io/e2e", "node-1"))
         .events_v1(
@@ -60,7 +65,12 @@ async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
 async fn simulator_pipeline_series_count() {
     let target = Target::simulator().await.expect("simulator starts");
     let prefix = record_series(&target, "e2e-sim", 6).await;
-    let events = target.admin.list_events_v1("default").await.expect("list");
+    let events = target
+        .admin
+        .requests()
+        .list_events_v1("default")
+        .await
+        .expect("list");
     let e = events
         .iter()
         .find(|e| e.metadata.name.starts_with(&prefix))

@@ -178,6 +178,10 @@ async fn scenarios(server: &RealApiserver) {
             .unwrap();
     }
     assert_eq!(plugin.runs(), 1);
-    let stored = sink.get_event("default", "exec-real.d4").await.unwrap();
+    let stored = sink
+        .requests()
+        .get_event("default", "exec-real.d4")
+        .await
+        .unwrap();
     assert_eq!(stored.reason, "ExecTest");
 }

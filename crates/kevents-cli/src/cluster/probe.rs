@@ -79,15 +79,20 @@ pub async fn probe_server(config: &HttpConfig) -> Result<ServerVersion, Failure>
 pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Failure> {
     let sink = probe_sink(config)?;
     let url = sink.base_url().to_string();
-    bounded(async { sink.list_events(namespace).await.map_err(list_error) })
-        .await
-        .map_err(|e| {
-            refused(
-                &url,
-                &format!("listing events in namespace {namespace}"),
-                &e,
-            )
-        })?;
+    bounded(async {
+        sink.requests()
+            .list_events(namespace)
+            .await
+            .map_err(list_error)
+    })
+    .await
+    .map_err(|e| {
+        refused(
+            &url,
+            &format!("listing events in namespace {namespace}"),
+            &e,
+        )
+    })?;
     let mut probe = Event::default();
     probe.metadata.namespace = namespace.to_owned();
     probe.involved_object.namespace = namespace.to_owned();
@@ -108,7 +113,11 @@ pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Fa
         )),
         Ok(Stored::Returned(stored)) => {
             // A server that stores a nameless event: take it away again.
-            let _ = bounded(sink.delete_event(namespace, &stored.metadata.name)).await;
+            let _ = bounded(
+                sink.requests()
+                    .delete_event(namespace, &stored.metadata.name),
+            )
+            .await;
             Ok(())
         }
         // Stored, but its echo was over the response limit: no name to delete it by.

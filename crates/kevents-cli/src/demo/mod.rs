@@ -473,7 +473,7 @@ async fn compare(story: &[Step], start: Time, emitted: u64) -> (String, verify::
 
 /// Every event of `namespace`, within [`READ_BACK_TIMEOUT`]; the error says why not.
 async fn read_back(sink: &HttpSink, namespace: &str) -> Result<Vec<Event>, String> {
-    match actix_rt::time::timeout(READ_BACK_TIMEOUT, sink.list_events(namespace)).await {
+    match actix_rt::time::timeout(READ_BACK_TIMEOUT, sink.requests().list_events(namespace)).await {
         Ok(Ok(events)) => Ok(events),
         Ok(Err(e)) => Err(cluster::describe(&cluster::list_error(e))),
         Err(_) => Err(format!(

@@ -11,8 +11,9 @@
 //! [`EventSink`](crate::EventSink) and [`EventSinkV1`](crate::events_v1::EventSinkV1) for
 //! [`Client`]), `list.rs` (lists, [`ListError`]), `preflight.rs`
 //! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]) and `forward.rs`
-//! (`impl_request_sink!`, hidden: kevents' own sinks' methods and trait implementations,
-//! forwarded to [`Client`]). A transport of your own is a sink through `Client::new(it)`.
+//! (`__request_sink!`, not public API: kevents' own sinks' trait implementations, forwarded
+//! to [`Client`]). A sink's requests are its `requests()`, a [`Client`]: the one door to
+//! them. A transport of your own is a sink through `Client::new(it)`.
 //!
 //! ```
 //! use kevents_core::request::{Client, Limits, Request, Response, Transport, TransportFuture};

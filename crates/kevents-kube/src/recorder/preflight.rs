@@ -29,6 +29,6 @@ impl Target {
                 self.reporter.instance.clone(),
             );
         plan.cluster_scoped_v1 = self.cluster_scoped_v1;
-        self.sink.preflight(&plan).await
+        self.sink.requests().preflight(&plan).await
     }
 }

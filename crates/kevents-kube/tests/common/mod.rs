@@ -53,13 +53,14 @@ impl EventSinkV1 for Via {
 
 impl SuiteSink for Via {
     async fn get_event(&self, namespace: &str, name: &str) -> Result<Event, SinkError> {
-        self.0.get_event(namespace, name).await
+        self.0.requests().get_event(namespace, name).await
     }
     async fn delete_event(&self, namespace: &str, name: &str) -> Result<(), SinkError> {
-        self.0.delete_event(namespace, name).await
+        self.0.requests().delete_event(namespace, name).await
     }
     async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, String> {
         self.0
+            .requests()
             .list_events(namespace)
             .await
             .map_err(|e| e.to_string())
@@ -69,16 +70,17 @@ impl SuiteSink for Via {
         namespace: &str,
         name: &str,
     ) -> Result<events_v1::Event, SinkError> {
-        self.0.get_event_v1(namespace, name).await
+        self.0.requests().get_event_v1(namespace, name).await
     }
     async fn list_events_v1(&self, namespace: &str) -> Result<Vec<events_v1::Event>, String> {
         self.0
+            .requests()
             .list_events_v1(namespace)
             .await
             .map_err(|e| e.to_string())
     }
     async fn events_v1_served(&self) -> Result<bool, SinkError> {
-        self.0.events_v1_served().await
+        self.0.requests().events_v1_served().await
     }
 }
 

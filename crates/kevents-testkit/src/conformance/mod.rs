@@ -65,26 +65,28 @@ pub trait SuiteSink: EventSink + EventSinkV1 + Clone {
 
 impl SuiteSink for HttpSink {
     async fn get_event(&self, namespace: &str, name: &str) -> Result<Event, SinkError> {
-        HttpSink::get_event(self, namespace, name).await
+        self.requests().get_event(namespace, name).await
     }
     async fn delete_event(&self, namespace: &str, name: &str) -> Result<(), SinkError> {
-        HttpSink::delete_event(self, namespace, name).await
+        self.requests().delete_event(namespace, name).await
     }
     async fn list_events(&self, namespace: &str) -> Result<Vec<Event>, String> {
-        HttpSink::list_events(self, namespace)
+        self.requests()
+            .list_events(namespace)
             .await
             .map_err(|e| e.to_string())
     }
     async fn get_event_v1(&self, namespace: &str, name: &str) -> Result<V1Event, SinkError> {
-        HttpSink::get_event_v1(self, namespace, name).await
+        self.requests().get_event_v1(namespace, name).await
     }
     async fn list_events_v1(&self, namespace: &str) -> Result<Vec<V1Event>, String> {
-        HttpSink::list_events_v1(self, namespace)
+        self.requests()
+            .list_events_v1(namespace)
             .await
             .map_err(|e| e.to_string())
     }
     async fn events_v1_served(&self) -> Result<bool, SinkError> {
-        HttpSink::events_v1_served(self).await
+        self.requests().events_v1_served().await
     }
 }
 
