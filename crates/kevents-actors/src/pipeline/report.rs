@@ -81,6 +81,13 @@ impl ShutdownReport {
             + s.series.iter().map(|k| k.recreated).sum::<u64>()
     }
 
+    /// Occurrences the server does not have because it refused a write for good (403,
+    /// 422, ...), over both chains ([`StatsSnapshot::not_stored`]); the `Display` names
+    /// their causes.
+    pub fn not_stored(&self) -> u64 {
+        self.stats.not_stored()
+    }
+
     /// Everything still pending when the deadline hit.
     pub fn pending(&self) -> u64 {
         self.pending_intake + self.pending_watchers.iter().map(|p| p.1).sum::<u64>()
@@ -100,6 +107,9 @@ impl ShutdownReport {
                 .sum::<u64>()
     }
 }
+
+/// Most causes of occurrences not stored the `Display` names (the others are counted).
+const SHOWN_CAUSES: usize = 5;
 
 /// `"1 sink"`, `"2 sinks"`.
 fn count(n: impl Into<u64>, what: &str) -> String {
@@ -134,6 +144,21 @@ impl fmt::Display for ShutdownReport {
             count(self.dropped(), "occurrence"),
             s.sinks.iter().map(|k| k.spam_filtered).sum::<u64>(),
         )?;
+        let not_stored = self.not_stored();
+        if not_stored > 0 {
+            write!(f, "{} not stored: ", count(not_stored, "occurrence"))?;
+            let causes = s.not_stored_by_cause();
+            for (i, (cause, n)) in causes.iter().take(SHOWN_CAUSES).enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{n} \u{d7} {cause}")?;
+            }
+            if causes.len() > SHOWN_CAUSES {
+                write!(f, ", and {}", count((causes.len() - SHOWN_CAUSES) as u64, "more cause"))?;
+            }
+            f.write_str("; ")?;
+        }
         if self.pending() == 0 {
             f.write_str("nothing pending")?;
         } else {
@@ -159,6 +184,36 @@ impl fmt::Display for ShutdownReport {
 mod tests {
     use super::*;
     use crate::stats::{SeriesSnapshot, SinkSnapshot};
+
+    #[test]
+    fn a_report_names_the_occurrences_not_stored_by_cause() {
+        let cause = "403 Forbidden: create events.k8s.io/v1 events in namespace \"default\"";
+        let report = ShutdownReport {
+            completed: true,
+            pending_intake: 0,
+            pending_watchers: Vec::new(),
+            live_actors: 0,
+            stats: StatsSnapshot {
+                recorded: 25,
+                series: vec![SeriesSnapshot {
+                    rejected: 1,
+                    not_stored: 25,
+                    not_stored_by_cause: vec![(cause.into(), 25)],
+                    ..SeriesSnapshot::default()
+                }],
+                ..StatsSnapshot::default()
+            },
+        };
+        assert_eq!(report.not_stored(), 25);
+        assert_eq!(
+            report.to_string(),
+            "kevents shutdown completed: 25 occurrences recorded; 0 writes stored (0 created, \
+             0 patched, 0 re-created) by 0 core/v1 sinks and 1 events.k8s.io/v1 series sink; \
+             1 write failed; 0 occurrences dropped, 0 spam-filtered; 25 occurrences not \
+             stored: 25 \u{d7} 403 Forbidden: create events.k8s.io/v1 events in namespace \
+             \"default\"; nothing pending."
+        );
+    }
 
     #[test]
     fn a_deadline_report_names_what_is_pending() {

@@ -5,6 +5,7 @@
 mod budget;
 mod counter;
 mod intake;
+pub(crate) mod not_stored;
 pub(crate) mod names;
 mod series;
 mod sink;
@@ -12,6 +13,7 @@ mod watcher;
 
 pub(crate) use budget::{BudgetCounters, Deferral, Limit};
 pub(crate) use intake::{IntakeCounters, Refusal};
+pub(crate) use not_stored::WriteRefusal;
 pub(crate) use series::{SeriesCounters, SeriesWriteEnd};
 pub(crate) use sink::{Decisions, SinkCounters, WriteEnd};
 pub(crate) use watcher::WatcherCounters;
