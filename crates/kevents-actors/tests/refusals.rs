@@ -187,11 +187,16 @@ async fn record_v1(p: &Pipeline, n: usize) {
     p.flush().await.expect("flushed");
 }
 
+/// The first occurrence alone, then (its CREATE in flight) the others: they become PATCHes
+/// queued behind it.
 async fn record_core(p: &Pipeline, n: usize) {
-    for _ in 0..n {
+    for i in 0..n {
         p.recorder()
             .event(&pod(), EventType::Warning, "BackOff", "back-off restarting")
             .expect("recorded");
+        if i == 0 {
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
     }
     p.flush().await.expect("flushed");
     // The correlator learns of the refusal from its sink after the writes ended.
@@ -327,12 +332,11 @@ async fn events_v1_refused_patches_count_what_the_server_lacks() {
         }
         fn patch_v1(&self, event: &events_v1::Event, _: &[u8]) -> SinkFutureV1 {
             self.0.patches.fetch_add(1, Ordering::SeqCst);
-            let e = self.0.forbidden("patch", "events.k8s.io", &event.metadata.namespace);
-            Box::pin(later(Err(e.expect("refusing"))))
+            let e = Status::failure(403, "Forbidden", format!("{}", event.metadata.name));
+            Box::pin(later(Err(SinkError::Status(Box::new(e)))))
         }
     }
-    let gate = CreateOnly(Gate::refusing());
-    gate.0.refuse.store(false, Ordering::SeqCst);
+    let gate = CreateOnly(Gate::default());
     let p = Pipeline::builder(EventSource::new("refusals", "node-1"))
         .events_v1(EventsV1Config::new(Reporter::with_instance(
             "kevents.io/refusals",
@@ -350,7 +354,6 @@ async fn events_v1_refused_patches_count_what_the_server_lacks() {
         )
         .start();
     record_v1(&p, 10).await;
-    gate.0.refuse.store(true, Ordering::SeqCst);
     let report = p.shutdown(Duration::from_secs(10)).await;
     let s = report.stats.sink_v1("v1").expect("the series chain");
     // The CREATE stored 1; the series start (count 2) and the shutdown flush (count 10)
@@ -358,4 +361,5 @@ async fn events_v1_refused_patches_count_what_the_server_lacks() {
     assert_eq!((s.created, s.not_stored), (1, 9), "{s:?}");
     let cause = "403 Forbidden: patch events.k8s.io/v1 events in namespace \"default\"";
     assert_eq!(s.not_stored_by_cause, [(cause.to_owned(), 9)]);
+    assert_eq!((s.restarts, gate.0.requests()), (0, (1, 2)), "{s:?}");
 }
