@@ -10,8 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kevents_actors::{
-    EventsV1Config, Pipeline, RetryPolicy, ShutdownReport, SinkOptions, SinkOptionsV1,
-    WriteBudget,
+    EventsV1Config, Pipeline, RetryPolicy, ShutdownReport, SinkOptions, SinkOptionsV1, WriteBudget,
 };
 use kevents_core::events_v1::{self, EventSinkV1, OccurrenceV1, Reporter, SinkFutureV1};
 use kevents_core::{
@@ -258,10 +257,17 @@ async fn core_v1_a_refused_event_is_25_occurrences_not_stored_and_never_patched(
     let gate = Gate::refusing();
     let p = core_pipeline(&gate);
     record_core(&p, 25).await;
-    assert_eq!(gate.requests().1, 0, "no PATCH of an event whose CREATE was refused");
+    assert_eq!(
+        gate.requests().1,
+        0,
+        "no PATCH of an event whose CREATE was refused"
+    );
     let report = p.shutdown(Duration::from_secs(10)).await;
     assert!(report.completed, "{report:?}");
-    report.stats.check_sinks().expect("every write accounted for");
+    report
+        .stats
+        .check_sinks()
+        .expect("every write accounted for");
     let k = report.stats.sink("api").expect("the core/v1 chain");
     assert_eq!(k.not_stored, 25, "{k:?}");
     assert_eq!(k.not_stored_by_cause, [(CORE_CAUSE.to_owned(), 25)]);
@@ -281,7 +287,10 @@ async fn core_v1_occurrences_after_the_refusal_is_lifted_are_stored() {
     record_core(&p, 3).await;
     let report = p.shutdown(Duration::from_secs(10)).await;
     assert!(report.completed, "{report:?}");
-    report.stats.check_sinks().expect("every write accounted for");
+    report
+        .stats
+        .check_sinks()
+        .expect("every write accounted for");
     let stored = gate.api.list();
     assert_eq!(stored.len(), 1, "{stored:#?}");
     assert_eq!(stored[0].count, 3, "{stored:#?}");
@@ -314,7 +323,10 @@ async fn core_v1_without_coalescing_counts_each_occurrence_once() {
         .start();
     record_core(&p, 25).await;
     let report = p.shutdown(Duration::from_secs(10)).await;
-    report.stats.check_sinks().expect("every write accounted for");
+    report
+        .stats
+        .check_sinks()
+        .expect("every write accounted for");
     let k = report.stats.sink("api").expect("the core/v1 chain");
     assert_eq!((k.not_stored, k.rejected), (25, 25), "{k:?}");
     assert_eq!(gate.requests().1, 0);
@@ -332,7 +344,7 @@ async fn events_v1_refused_patches_count_what_the_server_lacks() {
         }
         fn patch_v1(&self, event: &events_v1::Event, _: &[u8]) -> SinkFutureV1 {
             self.0.patches.fetch_add(1, Ordering::SeqCst);
-            let e = Status::failure(403, "Forbidden", format!("{}", event.metadata.name));
+            let e = Status::failure(403, "Forbidden", event.metadata.name.clone());
             Box::pin(later(Err(SinkError::Status(Box::new(e)))))
         }
     }

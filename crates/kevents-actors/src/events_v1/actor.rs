@@ -413,7 +413,11 @@ impl KeyedWrites for SeriesActor {
                     refused = WriteRefusal::of(
                         err,
                         kevents_core::Disposition::Drop { quiet },
-                        if out.sent.is_create() { "create" } else { "patch" },
+                        if out.sent.is_create() {
+                            "create"
+                        } else {
+                            "patch"
+                        },
                         "events.k8s.io/v1",
                         &out.sent.event().metadata.namespace,
                     );

@@ -155,7 +155,11 @@ impl fmt::Display for ShutdownReport {
                 write!(f, "{n} \u{d7} {cause}")?;
             }
             if causes.len() > SHOWN_CAUSES {
-                write!(f, ", and {}", count((causes.len() - SHOWN_CAUSES) as u64, "more cause"))?;
+                write!(
+                    f,
+                    ", and {}",
+                    count((causes.len() - SHOWN_CAUSES) as u64, "more cause")
+                )?;
             }
             f.write_str("; ")?;
         }

@@ -5,8 +5,8 @@
 mod budget;
 mod counter;
 mod intake;
-pub(crate) mod not_stored;
 pub(crate) mod names;
+pub(crate) mod not_stored;
 mod series;
 mod sink;
 mod watcher;

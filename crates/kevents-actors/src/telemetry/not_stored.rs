@@ -2,8 +2,8 @@
 //! retrying cannot fix), counted by both chains, by cause ([`WriteRefusal`], [`NotStored`]).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kevents_core::{Disposition, SinkError};
 
@@ -164,7 +164,11 @@ mod tests {
     use kevents_core::Status;
 
     fn status(code: u16, reason: &str) -> SinkError {
-        SinkError::Status(Box::new(Status::failure(code, reason, "user \"x\" token abc")))
+        SinkError::Status(Box::new(Status::failure(
+            code,
+            reason,
+            "user \"x\" token abc",
+        )))
     }
 
     #[test]
@@ -184,7 +188,10 @@ mod tests {
         );
         assert!(!r.cause.contains("token"));
         let none = |e: &SinkError, d| WriteRefusal::of(e, d, "create", "core/v1", "ns").is_none();
-        assert!(none(&status(409, "AlreadyExists"), Disposition::Drop { quiet: true }));
+        assert!(none(
+            &status(409, "AlreadyExists"),
+            Disposition::Drop { quiet: true }
+        ));
         assert!(none(&status(500, "InternalError"), drop));
         assert!(none(&status(429, "TooManyRequests"), Disposition::Retry));
         assert!(none(&SinkError::Transport("reset".into()), drop));

@@ -781,8 +781,9 @@ impl SeriesCache {
         let name = self.name_hash(&event.metadata.name);
         let final_key = self.final_key(event);
         let of_final = self.finals.pop(&final_key);
-        let lost =
-            |count: i32, accounted: i32| u64::try_from(count.saturating_sub(accounted)).unwrap_or(0);
+        let lost = |count: i32, accounted: i32| {
+            u64::try_from(count.saturating_sub(accounted)).unwrap_or(0)
+        };
         let in_series = self
             .series
             .peek(probe.view())
