@@ -505,7 +505,10 @@ impl Handler<WriteBatch> for SinkActor {
         self.counters.queued(batch.0.len() as u64);
         for w in batch.0 {
             let queued = QueuedWrite::new(w.event, w.patch);
-            if let Some(refusal) = self.refused_keys.get(&w.key) {
+            if let Some(refusal) = (!self.refused_keys.is_empty())
+                .then(|| self.refused_keys.get(&w.key))
+                .flatten()
+            {
                 // Its CREATE was refused: the server has no event to PATCH.
                 self.counters.not_stored(refusal, queued.occurrences());
                 self.counters.write_ended(WriteEnd::Rejected);
