@@ -24,6 +24,26 @@ use kevents::{
 };
 use kevents_sim::MemoryApiServer;
 
+/// A core/v1 apiserver that refuses every write (403 Forbidden: a token without rights).
+struct Forbidden;
+
+impl kevents::core::EventSink for Forbidden {
+    fn create(&self, _: &kevents::core::Event) -> kevents::core::SinkFuture {
+        Box::pin(async { Err(forbidden()) })
+    }
+    fn patch(&self, _: &kevents::core::Event, _: &[u8]) -> kevents::core::SinkFuture {
+        Box::pin(async { Err(forbidden()) })
+    }
+}
+
+fn forbidden() -> kevents::core::SinkError {
+    kevents::core::SinkError::Status(Box::new(kevents::core::Status::failure(
+        403,
+        "Forbidden",
+        "events is forbidden",
+    )))
+}
+
 /// One sample: metric name and labels (sorted).
 type Series = (String, BTreeMap<String, String>);
 
@@ -210,6 +230,18 @@ fn assert_served(m: &Scrape, s: &StatsSnapshot) {
             m.counter("kevents_sink_restarts_total", &[("sink", n)]),
             k.restarts
         );
+        if k.not_stored > 0 {
+            let labels = [
+                ("sink", n),
+                ("status", "403"),
+                ("verb", "create"),
+                ("api", "core/v1"),
+            ];
+            assert_eq!(
+                m.counter("kevents_occurrences_not_stored_total", &labels),
+                k.not_stored
+            );
+        }
     }
     for b in &s.budgets {
         let n = b.name.as_str();
@@ -299,6 +331,8 @@ fn metrics_are_served_to_prometheus() {
                 },
             )
             .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+            // Refuses every write: the core/v1 occurrences are not stored there.
+            .sink("refused", Forbidden, SinkOptions::default())
             .start();
         let recorder = pipeline.recorder();
         let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
@@ -358,6 +392,26 @@ fn metrics_are_served_to_prometheus() {
         ),
         1
     );
+    // The three core/v1 occurrences the refusing apiserver does not have, by cause.
+    let refused = [
+        ("sink", "refused"),
+        ("status", "403"),
+        ("verb", "create"),
+        ("api", "core/v1"),
+    ];
+    assert_eq!(
+        m.counter("kevents_occurrences_not_stored_total", &refused),
+        3,
+        "{text}"
+    );
+    assert_eq!(stats.not_stored(), 3);
+    assert_eq!(
+        stats.not_stored_by_cause(),
+        [(
+            "403 Forbidden: create core/v1 events in namespace \"default\"".to_owned(),
+            3
+        )]
+    );
     assert_eq!(m.get("kevents_queue_depth", &[("queue", "intake")]), 0.0);
     assert_eq!(m.get("kevents_queue_depth", &[("queue", "sink:api")]), 0.0);
     // And every counter equals the pipeline's own snapshot.
@@ -365,7 +419,7 @@ fn metrics_are_served_to_prometheus() {
 
     // Served: exactly the documented metrics, with their documented types and a help text.
     let docs = documented();
-    assert_eq!(docs.len(), 28, "docs/metrics.md lists 28 metrics: {docs:?}");
+    assert_eq!(docs.len(), 29, "docs/metrics.md lists 29 metrics: {docs:?}");
     let served: BTreeSet<&String> = m
         .samples
         .keys()

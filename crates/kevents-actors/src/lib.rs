@@ -110,5 +110,8 @@ pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
     DropReason, Emit, FakeEvent, FakeRecorder, ObjectRecorder, RecordError, Recorder,
 };
-pub use stats::{BudgetSnapshot, SeriesSnapshot, SinkSnapshot, StatsSnapshot, WatcherSnapshot};
+pub use stats::{
+    BudgetSnapshot, MAX_NOT_STORED_CAUSES, OTHER_CAUSES, SeriesSnapshot, SinkSnapshot,
+    StatsSnapshot, WatcherSnapshot,
+};
 pub use telemetry::names::describe_metrics;

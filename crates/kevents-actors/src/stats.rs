@@ -14,6 +14,7 @@
 //! | `kevents_watcher_dropped_total` | `watcher`, `reason` = `full`, `closed` | events a watcher did not get |
 //! | `kevents_sink_events_total` | `sink`, `outcome` = `correlated`, `aggregated`, `spam_filtered`, `deferred` | correlator decisions |
 //! | `kevents_sink_writes_total` | `sink`, `outcome` = `created`, `patched`, `recreated`, `rejected`, `retry_exhausted`, `abandoned`, `superseded` | finished writes (`superseded`: replaced by a newer write of the same event before it started) |
+//! | `kevents_occurrences_not_stored_total` | `sink`, `status`, `verb` = `create`, `patch`, `api` = `core/v1`, `events.k8s.io/v1` | occurrences the server lacks because it refused a write for good (a 4xx such as 403, 422) |
 //! | `kevents_sink_attempts_total` | `sink` | requests made (including retries) |
 //! | `kevents_sink_retries_total` | `sink` | requests that re-sent a write after a failed attempt |
 //! | `kevents_sink_restarts_total` | `sink` | supervisor restarts (panics, fatal errors) |
@@ -37,6 +38,7 @@
 use kevents_core::events_v1::SeriesStats;
 
 use crate::policy::WatcherPolicy;
+pub use crate::telemetry::not_stored::{MAX_NOT_STORED_CAUSES, OTHER_CAUSES};
 
 /// A point-in-time copy of every counter of one watcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +111,18 @@ pub struct SinkSnapshot {
     pub queued: u64,
     /// Writes in flight (including those sleeping before a retry).
     pub in_flight: u64,
+    /// Occurrences the server does not have because it refused a write for good (a 4xx
+    /// that retrying cannot fix: 403, 422, 400, ...; not AlreadyExists). Counts are
+    /// absolute, so this is what the event had observed minus what the server is known to
+    /// have stored, each occurrence counted once. A refused CREATE drops the writes of the
+    /// event queued behind it (counted as `rejected`) and the correlator forgets it, so its
+    /// next occurrence is a CREATE again.
+    pub not_stored: u64,
+    /// `not_stored` by cause, a short stable text such as `403 Forbidden: create core/v1
+    /// events in namespace "default"` (status, reason, verb, API, namespace), most
+    /// occurrences first. At most [`MAX_NOT_STORED_CAUSES`] causes are kept; the rest are
+    /// summed under [`OTHER_CAUSES`] (last).
+    pub not_stored_by_cause: Vec<(String, u64)>,
 }
 
 impl SinkSnapshot {
@@ -238,8 +252,21 @@ impl StatsSnapshot {
         self.budgets.iter().find(|b| b.name == name)
     }
 
-    /// Drops at every stage, summed: refused at the recorder, dropped for a watcher,
-    /// spam-filtered, rejected, retry budget exhausted, abandoned at shutdown.
+    /// Losses at every stage, summed over both chains: occurrences refused at the recorder,
+    /// dropped for a watcher or spam-filtered; writes given up (rejected, retry budget
+    /// exhausted, abandoned at shutdown) of core/v1 chains and of events.k8s.io/v1 series
+    /// chains; and occurrences the server refused to store ([`not_stored`](Self::not_stored)).
+    /// 0 means nothing was lost (a refused write is both a rejected write and occurrences
+    /// not stored: it counts as both, so the sum is an alarm, not an exact count).
+    ///
+    /// ```
+    /// use kevents_actors::{SeriesSnapshot, StatsSnapshot};
+    /// let s = StatsSnapshot {
+    ///     series: vec![SeriesSnapshot { rejected: 1, not_stored: 25, ..Default::default() }],
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(s.dropped_total(), 26);
+    /// ```
     pub fn dropped_total(&self) -> u64 {
         self.dropped_invalid
             + self.dropped_intake_full
@@ -254,6 +281,46 @@ impl StatsSnapshot {
                 .iter()
                 .map(|s| s.spam_filtered + s.failed())
                 .sum::<u64>()
+            + self.series.iter().map(SeriesSnapshot::failed).sum::<u64>()
+            + self.not_stored()
+    }
+
+    /// Occurrences the server does not have because it refused a write for good (403,
+    /// 422, ...), over every chain of both APIs ([`SinkSnapshot::not_stored`],
+    /// [`SeriesSnapshot::not_stored`]).
+    ///
+    /// ```
+    /// let s = kevents_actors::StatsSnapshot::default();
+    /// assert_eq!(s.not_stored(), 0);
+    /// ```
+    pub fn not_stored(&self) -> u64 {
+        self.sinks.iter().map(|k| k.not_stored).sum::<u64>()
+            + self.series.iter().map(|k| k.not_stored).sum::<u64>()
+    }
+
+    /// [`not_stored`](Self::not_stored) by cause, over every chain (causes named alike are
+    /// summed), most occurrences first, [`OTHER_CAUSES`] last.
+    ///
+    /// ```
+    /// use kevents_actors::{SinkSnapshot, StatsSnapshot};
+    /// let cause = "403 Forbidden: create core/v1 events in namespace \"default\"";
+    /// let k = SinkSnapshot { not_stored: 2, not_stored_by_cause: vec![(cause.into(), 2)], ..Default::default() };
+    /// let s = StatsSnapshot { sinks: vec![k.clone(), k], ..Default::default() };
+    /// assert_eq!(s.not_stored_by_cause(), [(cause.to_owned(), 4)]);
+    /// ```
+    pub fn not_stored_by_cause(&self) -> Vec<(String, u64)> {
+        let mut all = std::collections::BTreeMap::<String, u64>::new();
+        let chains = self
+            .sinks
+            .iter()
+            .map(|k| &k.not_stored_by_cause)
+            .chain(self.series.iter().map(|k| &k.not_stored_by_cause));
+        for causes in chains {
+            for (cause, n) in causes {
+                *all.entry(cause.clone()).or_default() += n;
+            }
+        }
+        crate::telemetry::not_stored::sorted(all)
     }
 }
 
@@ -299,6 +366,18 @@ pub struct SeriesSnapshot {
     /// Supervisor restarts of the series actor (its sink panicked; the series cache and the
     /// queued writes are kept, as a core/v1 sink actor's).
     pub restarts: u64,
+    /// Occurrences the server does not have because it refused a write for good (a 4xx
+    /// that retrying cannot fix: 403, 422, 400, ...; not AlreadyExists): what the series had
+    /// observed minus what the server is known to have stored, each occurrence counted once.
+    /// A refused CREATE drops the writes of its event queued behind it (counted as
+    /// `rejected`) and the cache forgets the series: nothing is PATCHed, and the next
+    /// occurrence starts again with a CREATE.
+    pub not_stored: u64,
+    /// `not_stored` by cause, a short stable text such as `403 Forbidden: create
+    /// events.k8s.io/v1 events in namespace "default"`, most occurrences first. At most
+    /// [`MAX_NOT_STORED_CAUSES`] causes are kept; the rest are summed under
+    /// [`OTHER_CAUSES`] (last).
+    pub not_stored_by_cause: Vec<(String, u64)>,
 }
 
 impl SeriesSnapshot {

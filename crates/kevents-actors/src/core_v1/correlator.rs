@@ -354,6 +354,10 @@ impl Handler<WriteDoneBatch> for CorrelatorActor {
             };
             let left = f.writes.get() - 1;
             f.writes.set(left);
+            if let Some(refused) = &done.refused {
+                // Its CREATE was refused for good: the next occurrence is a CREATE again.
+                self.correlator.forget_refused(refused);
+            }
             if left == 0 {
                 let hint = f.hint.get();
                 self.in_flight.remove(&*done.key);

@@ -11,16 +11,17 @@ use actix::prelude::*;
 use std::borrow::Cow;
 
 use kevents_core::__private::WriteEvent;
-use kevents_core::{Disposition, Event, EventSink, Stored, WriteKind, WriteOutcome};
+use kevents_core::{Disposition, Event, EventSink, SinkError, Stored, WriteKind, WriteOutcome};
 use tracing::Instrument;
 use tracing::instrument::Instrumented;
 
 use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::event_pool::EventPool;
+use crate::fast_map::FastMap;
 use crate::message::{DeliverySlot, SharedCore};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
-use crate::telemetry::{SinkCounters, WriteEnd};
+use crate::telemetry::{SinkCounters, WriteEnd, WriteRefusal};
 use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
 /// Builds a fresh [`EventSink`] when the sink actor restarts.
@@ -45,7 +46,15 @@ pub(crate) struct WriteBatch(pub(crate) Vec<CorrelatedWrite>);
 pub(crate) struct WriteDone {
     pub(crate) key: Key,
     pub(crate) stored: Option<Learned>,
+    /// The event whose CREATE the server refused for good: the correlator forgets it, so
+    /// that its next occurrence is a CREATE, never a PATCH of an event that does not exist.
+    pub(crate) refused: Option<SharedCore>,
 }
+
+/// Most keys remembered as refused at once ([`SinkActor::refused_keys`]); when full they are
+/// all forgotten (a write correlated before its event's refusal reached the correlator is
+/// then sent, and refused again).
+const MAX_REFUSED_KEYS: usize = 1024;
 
 /// The event a stored write is learned back from (`Correlator::update_state_with`).
 pub(crate) enum Learned {
@@ -105,12 +114,32 @@ pub(crate) struct QueuedWrite {
     patch: Option<Arc<[u8]>>,
     /// CREATE whatever the count: a CREATE that absorbed newer results.
     create: bool,
+    /// The count the event's previous write carried (its count minus the occurrences this
+    /// write brings; a write that absorbed others keeps the oldest's): what a refusal of
+    /// it loses is `count - base`, counts being absolute and a key's writes in order.
+    base: i32,
 }
 
 impl QueuedWrite {
     /// Whether the write starts with a CREATE.
     fn is_create(&self) -> bool {
         self.create || self.event.count <= 1
+    }
+
+    /// A write of `event` (a CREATE, or the PATCH `patch`) as the correlator made it.
+    fn new(event: SharedCore, patch: Option<Vec<u8>>) -> Self {
+        let base = event.count.saturating_sub(1).max(0);
+        QueuedWrite {
+            event,
+            patch: patch.map(Arc::from),
+            create: false,
+            base,
+        }
+    }
+
+    /// The occurrences the server would lack if this write were refused for good.
+    fn occurrences(&self) -> u64 {
+        u64::try_from(self.event.count.max(1).saturating_sub(self.base)).unwrap_or(0)
     }
 }
 
@@ -140,6 +169,7 @@ impl Coalesce for QueuedWrite {
         let create = self.is_create();
         *self = QueuedWrite {
             create: create || newer.create,
+            base: self.base,
             ..newer
         };
         Ok(())
@@ -163,6 +193,10 @@ pub(crate) struct SinkActor {
     restarting: bool,
     /// Answered when the writer is empty ([`WhenIdle`]).
     idle_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Events (keys) whose CREATE the server refused for good, with the refusal: a later
+    /// write of one (a PATCH correlated before the correlator forgot the event) is dropped
+    /// and its occurrences counted, not sent. At most [`MAX_REFUSED_KEYS`].
+    refused_keys: FastMap<Key, Arc<WriteRefusal>>,
 }
 
 impl SinkActor {
@@ -192,6 +226,7 @@ impl SinkActor {
             abandoned: false,
             restarting: false,
             idle_waiters: Vec::new(),
+            refused_keys: FastMap::default(),
         }
     }
 
@@ -209,8 +244,56 @@ impl SinkActor {
             self.done.push(WriteDone {
                 key: Arc::clone(key),
                 stored,
+                refused: None,
             });
         }
+    }
+
+    /// `key`'s head write was answered `err`, which the chain does not retry: if the
+    /// server refused it for good ([`WriteRefusal`]), counts the occurrences it lacks and
+    /// ends the write (after a refused CREATE, with the writes queued behind it, and the
+    /// correlator told to forget the event) and returns `true`.
+    fn refused(&mut self, key: &Key, kind: WriteKind, err: &SinkError, quiet: bool) -> bool {
+        let Some(job) = self.writer.head_mut(key) else {
+            return false;
+        };
+        let create = kind != WriteKind::Patch;
+        let Some(refusal) = WriteRefusal::of(
+            err,
+            Disposition::Drop { quiet },
+            if create { "create" } else { "patch" },
+            "core/v1",
+            &job.write.event.metadata.namespace,
+        ) else {
+            return false;
+        };
+        let mut lost = 0;
+        if create {
+            // Nothing of the event exists: the writes behind the CREATE would PATCH nothing.
+            for w in self.writer.drop_behind(key) {
+                lost += w.occurrences();
+                self.ended(key, WriteEnd::Rejected, None);
+            }
+        }
+        if let Some(job) = self.writer.finish(key) {
+            lost += job.write.occurrences();
+            self.counters.write_ended(WriteEnd::Rejected);
+            if self.reply.is_some() {
+                self.done.push(WriteDone {
+                    key: Arc::clone(key),
+                    stored: None,
+                    refused: create.then_some(job.write.event),
+                });
+            }
+        }
+        self.counters.not_stored(&refusal, lost);
+        if create {
+            if self.refused_keys.len() >= MAX_REFUSED_KEYS {
+                self.refused_keys.clear();
+            }
+            self.refused_keys.insert(Arc::clone(key), Arc::new(refusal));
+        }
+        true
     }
 
     /// Records how the attempt of `key`'s head write ended on its span (`kevents.write`).
@@ -352,7 +435,9 @@ impl KeyedWrites for SinkActor {
                         "server rejected event (will not retry)");
                 }
                 self.traced(key, "rejected");
-                self.finish(key, WriteEnd::Rejected);
+                if !self.refused(key, outcome.kind, &err, quiet) {
+                    self.finish(key, WriteEnd::Rejected);
+                }
                 Settle::Done
             }
         }
@@ -418,11 +503,23 @@ impl Handler<WriteBatch> for SinkActor {
         }
         self.counters.queued(batch.0.len() as u64);
         for w in batch.0 {
-            let queued = QueuedWrite {
-                event: w.event,
-                patch: w.patch.map(Arc::from),
-                create: false,
-            };
+            let queued = QueuedWrite::new(w.event, w.patch);
+            if let Some(refusal) = (!self.refused_keys.is_empty())
+                .then(|| self.refused_keys.get(&w.key))
+                .flatten()
+            {
+                // Its CREATE was refused: the server has no event to PATCH.
+                self.counters.not_stored(refusal, queued.occurrences());
+                self.counters.write_ended(WriteEnd::Rejected);
+                if self.reply.is_some() {
+                    self.done.push(WriteDone {
+                        key: w.key,
+                        stored: None,
+                        refused: None,
+                    });
+                }
+                continue;
+            }
             if self.writer.push(Arc::clone(&w.key), queued, Some(w.slot)) {
                 // The older write's occurrences are in the newer one's count.
                 self.counters.write_ended(WriteEnd::Superseded);
@@ -430,6 +527,7 @@ impl Handler<WriteBatch> for SinkActor {
                     self.done.push(WriteDone {
                         key: w.key,
                         stored: None,
+                        refused: None,
                     });
                 }
             }

@@ -17,7 +17,7 @@ use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::message::{DeliverySlot, EventMessage, Recorded, v1_repeat};
 use crate::policy::RetryPolicy;
 use crate::registry::Registry;
-use crate::telemetry::{SeriesCounters, SeriesWriteEnd};
+use crate::telemetry::{SeriesCounters, SeriesWriteEnd, WriteRefusal};
 use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
 /// Shortest time between two walks of the cache summing the occurrences the server lacks
@@ -257,6 +257,23 @@ impl SeriesActor {
         self.unwritten_at = std::time::Instant::now();
     }
 
+    /// The server refused `sent`, `key`'s head write, for good: the occurrences it lacks
+    /// are counted as not stored under `refusal`. After a refused CREATE nothing of the
+    /// event exists, so the writes queued behind it (its series' PATCHes) are dropped
+    /// (counted as rejected) and the cache forgets it: the next occurrence starts again
+    /// with a CREATE.
+    fn refused(&mut self, key: &Key, sent: &Write, refusal: &WriteRefusal) {
+        let mut newest = 0;
+        if sent.is_create() {
+            for w in self.writer.drop_behind(key) {
+                newest = newest.max(w.event().series.map_or(1, |s| s.count));
+                self.counters.write_ended(SeriesWriteEnd::Rejected);
+            }
+        }
+        let lost = self.cache.refused(sent, newest);
+        self.counters.not_stored(refusal, lost);
+    }
+
     fn export(&mut self) {
         self.counters.cache(&self.cache.stats());
         // Occurrences counted in memory are added as they come; what a write's end changes
@@ -339,6 +356,7 @@ impl KeyedWrites for SeriesActor {
         let step = self.cache.on_write_result(&out.sent, &out.result);
         let reason = out.sent.reason();
         let mut stale = false;
+        let mut refused = None;
         let c = Arc::clone(&self.counters);
         let status = match step {
             Step::Stored => {
@@ -391,6 +409,19 @@ impl KeyedWrites for SeriesActor {
             }
             Step::Recreate | Step::Dropped { .. } => {
                 c.write_ended(SeriesWriteEnd::Rejected);
+                if let (Step::Dropped { quiet }, Err(err)) = (step, &out.result) {
+                    refused = WriteRefusal::of(
+                        err,
+                        kevents_core::Disposition::Drop { quiet },
+                        if out.sent.is_create() {
+                            "create"
+                        } else {
+                            "patch"
+                        },
+                        "events.k8s.io/v1",
+                        &out.sent.event().metadata.namespace,
+                    );
+                }
                 if step != (Step::Dropped { quiet: true }) {
                     tracing::warn!(
                         event = %key, reason = reason.as_str(),
@@ -402,6 +433,9 @@ impl KeyedWrites for SeriesActor {
             }
         };
         job.span.record("status", status);
+        if let Some(refusal) = refused {
+            self.refused(key, &out.sent, &refusal);
+        }
         self.writer.finish(key);
         if stale {
             let now = self.clock.now();

@@ -81,6 +81,13 @@ impl ShutdownReport {
             + s.series.iter().map(|k| k.recreated).sum::<u64>()
     }
 
+    /// Occurrences the server does not have because it refused a write for good (403,
+    /// 422, ...), over both chains ([`StatsSnapshot::not_stored`]); the `Display` names
+    /// their causes.
+    pub fn not_stored(&self) -> u64 {
+        self.stats.not_stored()
+    }
+
     /// Everything still pending when the deadline hit.
     pub fn pending(&self) -> u64 {
         self.pending_intake + self.pending_watchers.iter().map(|p| p.1).sum::<u64>()
@@ -110,36 +117,59 @@ pub(super) fn warn_of_losses(report: &ShutdownReport, how: &str, deadline: std::
     }
 }
 
-/// The sentence [`warn_of_losses`] says, if anything was lost.
+/// The sentence [`warn_of_losses`] says, if anything was lost: in occurrences, with why.
 fn losses(report: &ShutdownReport, how: &str, deadline: std::time::Duration) -> Option<String> {
     let s = &report.stats;
     // Occurrences: still queued at the deadline, or counted in a series' memory only.
-    let pending = report.pending();
-    let in_memory: u64 = s.series.iter().map(|k| k.unwritten).sum();
+    let pending = report.pending() + s.series.iter().map(|k| k.unwritten).sum::<u64>();
+    let refused = s.not_stored();
+    // Writes given up beyond the refusals (retries exhausted, abandoned at the deadline):
+    // their occurrences are in `pending` or were written by a later write of their event.
     let failed = report.failed();
-    if pending + in_memory + failed == 0 {
+    if pending + refused + failed == 0 {
         return None;
     }
     let mut why = Vec::new();
-    if pending + in_memory > 0 {
+    if refused > 0 {
+        let causes = s.not_stored_by_cause();
+        let named: Vec<String> = causes
+            .iter()
+            .take(SHOWN_CAUSES)
+            .map(|(cause, n)| format!("{n} \u{d7} {cause}"))
+            .collect();
+        let more = causes.len().saturating_sub(SHOWN_CAUSES);
+        let more = if more > 0 {
+            format!(" and {more} more causes")
+        } else {
+            String::new()
+        };
+        why.push(format!(
+            "{} refused by the server ({}{more})",
+            count(refused, "occurrence"),
+            named.join("; ")
+        ));
+    }
+    if pending > 0 {
         why.push(format!(
             "{} not written within the {deadline:?} deadline",
-            count(pending + in_memory, "occurrence")
+            count(pending, "occurrence")
         ));
     }
     if failed > 0 {
         why.push(format!(
-            "{} given up (refused by the server, retries exhausted or abandoned; see the \
-             warnings above)",
+            "{} given up (refused, retries exhausted or abandoned at the deadline)",
             count(failed, "write")
         ));
     }
     Some(format!(
         "kevents: pipeline {how}: counts lost: {}. Call shutdown(deadline) before the \
-         process exits to wait longer and get the report.",
+         process exits to get the report.",
         why.join("; ")
     ))
 }
+
+/// Most causes of occurrences not stored the `Display` names (the others are counted).
+const SHOWN_CAUSES: usize = 5;
 
 /// `"1 sink"`, `"2 sinks"`.
 fn count(n: impl Into<u64>, what: &str) -> String {
@@ -174,6 +204,25 @@ impl fmt::Display for ShutdownReport {
             count(self.dropped(), "occurrence"),
             s.sinks.iter().map(|k| k.spam_filtered).sum::<u64>(),
         )?;
+        let not_stored = self.not_stored();
+        if not_stored > 0 {
+            write!(f, "{} not stored: ", count(not_stored, "occurrence"))?;
+            let causes = s.not_stored_by_cause();
+            for (i, (cause, n)) in causes.iter().take(SHOWN_CAUSES).enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{n} \u{d7} {cause}")?;
+            }
+            if causes.len() > SHOWN_CAUSES {
+                write!(
+                    f,
+                    ", and {}",
+                    count((causes.len() - SHOWN_CAUSES) as u64, "more cause")
+                )?;
+            }
+            f.write_str("; ")?;
+        }
         if self.pending() == 0 {
             f.write_str("nothing pending")?;
         } else {
@@ -223,11 +272,55 @@ mod tests {
             losses(&report, "dropped without shutdown", Duration::from_secs(5)).as_deref(),
             Some(
                 "kevents: pipeline dropped without shutdown: counts lost: 10 occurrences not \
-                 written within the 5s deadline; 1 write given up (refused by the server, \
-                 retries exhausted or abandoned; see the warnings above). Call \
-                 shutdown(deadline) before the process exits to wait longer and get the \
-                 report."
+                 written within the 5s deadline; 1 write given up (refused, retries exhausted \
+                 or abandoned at the deadline). Call shutdown(deadline) before the process \
+                 exits to get the report."
             )
+        );
+    }
+
+    #[test]
+    fn a_report_names_the_occurrences_not_stored_by_cause() {
+        let cause = "403 Forbidden: create events.k8s.io/v1 events in namespace \"default\"";
+        let report = ShutdownReport {
+            completed: true,
+            pending_intake: 0,
+            pending_watchers: Vec::new(),
+            live_actors: 0,
+            stats: StatsSnapshot {
+                recorded: 25,
+                series: vec![SeriesSnapshot {
+                    rejected: 1,
+                    not_stored: 25,
+                    not_stored_by_cause: vec![(cause.into(), 25)],
+                    ..SeriesSnapshot::default()
+                }],
+                ..StatsSnapshot::default()
+            },
+        };
+        assert_eq!(report.not_stored(), 25);
+        assert_eq!(
+            losses(
+                &report,
+                "dropped without shutdown",
+                std::time::Duration::from_secs(5)
+            )
+            .as_deref(),
+            Some(
+                "kevents: pipeline dropped without shutdown: counts lost: 25 occurrences \
+                 refused by the server (25 \u{d7} 403 Forbidden: create events.k8s.io/v1 \
+                 events in namespace \"default\"); 1 write given up (refused, retries \
+                 exhausted or abandoned at the deadline). Call shutdown(deadline) before the \
+                 process exits to get the report."
+            )
+        );
+        assert_eq!(
+            report.to_string(),
+            "kevents shutdown completed: 25 occurrences recorded; 0 writes stored (0 created, \
+             0 patched, 0 re-created) by 0 core/v1 sinks and 1 events.k8s.io/v1 series sink; \
+             1 write failed; 0 occurrences dropped, 0 spam-filtered; 25 occurrences not \
+             stored: 25 \u{d7} 403 Forbidden: create events.k8s.io/v1 events in namespace \
+             \"default\"; nothing pending."
         );
     }
 

@@ -6,12 +6,14 @@ mod budget;
 mod counter;
 mod intake;
 pub(crate) mod names;
+pub(crate) mod not_stored;
 mod series;
 mod sink;
 mod watcher;
 
 pub(crate) use budget::{BudgetCounters, Deferral, Limit};
 pub(crate) use intake::{IntakeCounters, Refusal};
+pub(crate) use not_stored::WriteRefusal;
 pub(crate) use series::{SeriesCounters, SeriesWriteEnd};
 pub(crate) use sink::{Decisions, SinkCounters, WriteEnd};
 pub(crate) use watcher::WatcherCounters;

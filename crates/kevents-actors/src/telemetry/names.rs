@@ -17,6 +17,10 @@ pub(crate) const SINK_EVENTS: &str = "kevents_sink_events_total";
 /// Counter, labels `sink`, `outcome` (`created`, `patched`, `recreated`, `rejected`,
 /// `retry_exhausted`, `abandoned`, `superseded`).
 pub(crate) const SINK_WRITES: &str = "kevents_sink_writes_total";
+/// Counter, labels `sink`, `status` (the HTTP code), `verb` (`create`, `patch`), `api`
+/// (`core/v1`, `events.k8s.io/v1`): occurrences the server does not have because it refused
+/// a write for good (a 4xx that retrying cannot fix), in both chains.
+pub(crate) const NOT_STORED: &str = "kevents_occurrences_not_stored_total";
 /// Counter, label `sink`: requests made, retries included.
 pub(crate) const SINK_ATTEMPTS: &str = "kevents_sink_attempts_total";
 /// Counter, label `sink`: requests that re-sent a write after a failed attempt.
@@ -74,7 +78,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 28] = [
+pub(crate) const ALL: [(&str, Kind, &str); 29] = [
     (
         RECORDED,
         Kind::Counter,
@@ -109,6 +113,11 @@ pub(crate) const ALL: [(&str, Kind, &str); 28] = [
         SINK_WRITES,
         Kind::Counter,
         "Finished core/v1 writes by outcome (created, patched, recreated, rejected, retry_exhausted, abandoned, superseded).",
+    ),
+    (
+        NOT_STORED,
+        Kind::Counter,
+        "Occurrences the apiserver does not have because it refused a write for good (a 4xx such as 403 or 422), by status, verb and API.",
     ),
     (
         SINK_ATTEMPTS,

@@ -13,6 +13,7 @@ use kevents_core::events_v1::SeriesStats;
 
 use super::counter::Counter;
 use super::names;
+use super::not_stored::{NotStored, WriteRefusal};
 use crate::stats::SeriesSnapshot;
 
 /// How one series write ended (a typed instrumentation event).
@@ -63,6 +64,7 @@ pub(crate) struct SeriesCounters {
     counted: metrics::Counter,
     open: metrics::Gauge,
     entries: metrics::Gauge,
+    not_stored: NotStored,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,6 +102,7 @@ impl SeriesCounters {
             finished: writes("finish"),
             flushed: writes("flush"),
             counted: metrics::counter!(names::SERIES_COUNTED, "sink" => n.clone()),
+            not_stored: NotStored::new(name),
             open: metrics::gauge!(names::SERIES_OPEN, "sink" => n.clone()),
             entries: metrics::gauge!(names::SERIES_ENTRIES, "sink" => n),
         }
@@ -138,6 +141,11 @@ impl SeriesCounters {
     /// `n` live-count writes were produced (open series whose count grew).
     pub(crate) fn refreshed(&self, n: u64) {
         self.refreshed.add(n);
+    }
+
+    /// `n` occurrences will never be stored: the server refused a write of them for good.
+    pub(crate) fn not_stored(&self, refusal: &WriteRefusal, n: u64) {
+        self.not_stored.add(refusal, n);
     }
 
     /// `n` queued writes were dropped at shutdown.
@@ -202,6 +210,8 @@ impl SeriesCounters {
             refreshed: self.refreshed.get(),
             unwritten: self.unwritten.load(Ordering::Relaxed),
             restarts: self.restarts.get(),
+            not_stored: self.not_stored.total(),
+            not_stored_by_cause: self.not_stored.by_cause(),
         }
     }
 }

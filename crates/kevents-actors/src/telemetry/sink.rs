@@ -6,6 +6,7 @@ use kevents_core::WriteKind;
 
 use super::counter::{Counter, DropLog};
 use super::names;
+use super::not_stored::{NotStored, WriteRefusal};
 use crate::stats::SinkSnapshot;
 
 /// The correlator's decisions over one batch, published at once.
@@ -58,6 +59,7 @@ pub(crate) struct SinkCounters {
     in_flight: AtomicU64,
     depth: metrics::Gauge,
     retry_log: DropLog,
+    not_stored: NotStored,
 }
 
 impl SinkCounters {
@@ -90,6 +92,7 @@ impl SinkCounters {
             in_flight: AtomicU64::new(0),
             depth: metrics::gauge!(names::QUEUE_DEPTH, "queue" => format!("sink:{n}")),
             retry_log: DropLog::new(format!("sink {name} retry budget exhausted")),
+            not_stored: NotStored::new(name),
         }
     }
 
@@ -160,6 +163,11 @@ impl SinkCounters {
         }
     }
 
+    /// `n` occurrences will never be stored: the server refused a write of them for good.
+    pub(crate) fn not_stored(&self, refusal: &WriteRefusal, n: u64) {
+        self.not_stored.add(refusal, n);
+    }
+
     /// `n` queued writes were dropped at shutdown.
     pub(crate) fn abandoned_queued(&self, n: u64) {
         self.queued.fetch_sub(n, Ordering::Relaxed);
@@ -202,6 +210,8 @@ impl SinkCounters {
             restarts: self.restarts.get(),
             queued: self.queued.load(Ordering::Relaxed),
             in_flight: self.in_flight.load(Ordering::Relaxed),
+            not_stored: self.not_stored.total(),
+            not_stored_by_cause: self.not_stored.by_cause(),
         }
     }
 }

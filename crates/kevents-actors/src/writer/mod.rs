@@ -212,6 +212,28 @@ impl<W> KeyedWriter<W> {
         Some(job)
     }
 
+    /// Drops the writes of `key` queued behind its head write (which stays, to be ended by
+    /// [`finish`](Self::finish)), giving their slots back; returns them, oldest first.
+    pub(crate) fn drop_behind(&mut self, key: &Key) -> Vec<W> {
+        let Some(q) = self.keys.get_mut(key) else {
+            return Vec::new();
+        };
+        if q.jobs.len() <= 1 {
+            return Vec::new();
+        }
+        let behind: Vec<Job<W>> = q.jobs.drain(1..).collect();
+        self.len = self.len.saturating_sub(behind.len());
+        behind
+            .into_iter()
+            .map(|mut job| {
+                if let Some(slot) = job.slot.take() {
+                    self.released.push(slot);
+                }
+                job.write
+            })
+            .collect()
+    }
+
     /// Tells the budget what the answer to `key`'s current attempt says about the apiserver
     /// and returns the attempts the head write made; `None` (nothing reported) if `key` has
     /// no write.

@@ -328,6 +328,10 @@ struct Entry {
     /// promote it in the LRU (whose order [`SeriesCache::finish_idle`] relies on being
     /// the order of last occurrences).
     name: u32,
+    /// The highest count the server is known to have stored, or that was counted as not
+    /// stored after a refusal ([`SeriesCache::refused`]): what a refusal of a higher count
+    /// loses is the difference, so no occurrence is counted twice.
+    accounted: i32,
 }
 
 /// The result of [`SeriesCache::observe`]: the write for this occurrence, and the final
@@ -383,6 +387,10 @@ pub struct SeriesCache {
     /// No heartbeat is due before this instant (a lower bound; `None`: no series).
     heartbeat_floor: Option<Time>,
     stats: SeriesStats,
+    /// For each final write (finish, flush, eviction) whose result has not come back: the
+    /// count its series accounted for (`Entry::accounted`), by [`SeriesCache::final_key`].
+    /// Bounded by `max_entries` (the least recent is forgotten first).
+    finals: LruCache<u64, i32>,
 }
 
 fn nanos(d: Duration) -> i64 {
@@ -404,6 +412,7 @@ impl SeriesCache {
             hasher: RandomState::default(),
             heartbeat_floor: None,
             stats: SeriesStats::default(),
+            finals: LruCache::unbounded(),
         }
     }
 
@@ -493,6 +502,7 @@ impl SeriesCache {
                 last_written: now,
                 synced: 1,
                 name: name_hash,
+                accounted: 0,
             },
         );
         self.stats.creates += 1;
@@ -520,7 +530,7 @@ impl SeriesCache {
         }
         let (key, entry) = self.series.pop_lru()?;
         self.stats.evicted_series += 1;
-        final_write(key, &entry, WriteReason::Evicted)
+        self.final_write(key, &entry, WriteReason::Evicted)
     }
 
     /// The timers, driven by the caller (call it every few seconds or at
@@ -578,7 +588,7 @@ impl SeriesCache {
                 if self.opts.rewrite_on_finish {
                     entry.synced = 0;
                 }
-                out.extend(final_write(key, &entry, WriteReason::Finish));
+                out.extend(self.final_write(key, &entry, WriteReason::Finish));
             }
         }
         if self.series.is_empty() {
@@ -615,7 +625,7 @@ impl SeriesCache {
         let mut out = Vec::with_capacity(self.series.len());
         while let Some((key, entry)) = self.series.pop_lru() {
             self.stats.flushed += 1;
-            out.extend(final_write(key, &entry, WriteReason::Flush));
+            out.extend(self.final_write(key, &entry, WriteReason::Flush));
         }
         out
     }
@@ -669,6 +679,15 @@ impl SeriesCache {
                 && e.name == name
             {
                 e.synced = e.synced.max(sent_count);
+                e.accounted = e.accounted.max(sent_count);
+            } else if let Some(e) = self.singles.peek_mut(probe.view())
+                && e.name == name
+            {
+                e.accounted = e.accounted.max(sent_count);
+            } else if !self.finals.is_empty() {
+                // The final write of a series no longer tracked: nothing to remember.
+                let k = self.final_key(event);
+                self.finals.pop(&k);
             }
             return step;
         }
@@ -702,6 +721,8 @@ impl SeriesCache {
         first.metadata.resource_version.clear();
         let key = PackedKey::new(&first, note, probe.fingerprint());
         let name_hash = self.name_hash(&event.metadata.name);
+        let final_key = self.final_key(event);
+        let accounted = self.finals.pop(&final_key).unwrap_or(0);
         self.series.push(
             key,
             Entry {
@@ -710,11 +731,99 @@ impl SeriesCache {
                 last_written: last,
                 synced: 0,
                 name: name_hash,
+                accounted,
             },
         );
         self.lower_floor(last.saturating_add(self.opts.heartbeat));
         self.stats.rescheduled += 1;
         Step::Rescheduled
+    }
+
+    /// The server refused `sent` for good: a 4xx that retrying cannot fix (403 Forbidden,
+    /// 422 Invalid, 400, ...; not AlreadyExists, not a 404 that leads to a re-create), after
+    /// [`SeriesCache::on_write_result`] returned [`Step::Dropped`]. Returns how many
+    /// occurrences of its event the server therefore lacks that were not counted before:
+    /// counts are absolute, so it is the highest count concerned minus the highest the
+    /// server is known to have stored or that an earlier refusal counted. `dropped` is the
+    /// highest count among the writes of the same event the caller drops with it (0: none).
+    ///
+    /// A refused CREATE forgets its event (singleton or series): the server has nothing a
+    /// PATCH could update, and the next occurrence starts again with a CREATE (so a
+    /// permission granted later recovers). A refused PATCH keeps its series; a later
+    /// refusal of it counts only what grew since. The final write of a series no longer
+    /// tracked (finished, flushed, evicted) is accounted for until its result comes back,
+    /// for at most `max_entries` such writes; beyond that a refused PATCH counts every
+    /// occurrence but the first.
+    ///
+    /// Nothing here changes what is sent after successful writes.
+    ///
+    /// ```
+    /// use kevents_core::events_v1::{Event, SeriesCache, SeriesOptions};
+    /// use kevents_core::{SinkError, Status, Time};
+    /// let mut cache = SeriesCache::new(SeriesOptions::default());
+    /// let t0 = Time::from_unix_secs(1_609_459_200);
+    /// let mut e = Event::default();
+    /// e.metadata.name = "p.1".into();
+    /// let create = cache.observe(e.clone(), t0).write.unwrap();
+    /// let start = cache.observe(e.clone(), t0).write.unwrap(); // PATCH, count 2
+    /// assert!(cache.observe(e.clone(), t0).write.is_none()); // count 3, in memory
+    /// let forbidden = SinkError::Status(Box::new(Status::failure(403, "Forbidden", "no")));
+    /// cache.on_write_result(&create, &Err(forbidden));
+    /// // The CREATE and the PATCH queued behind it: 3 occurrences the server lacks.
+    /// assert_eq!(cache.refused(&create, start.event().series.unwrap().count), 3);
+    /// assert!(cache.is_empty());
+    /// assert!(cache.observe(e, t0).write.unwrap().is_create()); // starts again
+    /// ```
+    pub fn refused(&mut self, sent: &Write, dropped: i32) -> u64 {
+        let event = sent.event();
+        let count = event.series.map_or(1, |s| s.count).max(dropped);
+        let probe = Probe::new(event, self.opts.note_in_identity, &self.hasher);
+        let name = self.name_hash(&event.metadata.name);
+        let final_key = self.final_key(event);
+        let of_final = self.finals.pop(&final_key);
+        let lost = |count: i32, accounted: i32| {
+            u64::try_from(count.saturating_sub(accounted)).unwrap_or(0)
+        };
+        let in_series = self
+            .series
+            .peek(probe.view())
+            .is_some_and(|e| e.name == name);
+        let in_singles = !in_series
+            && self
+                .singles
+                .peek(probe.view())
+                .is_some_and(|e| e.name == name);
+        if sent.is_create() {
+            let entry = if in_series {
+                self.series.pop(probe.view())
+            } else if in_singles {
+                self.singles.pop(probe.view())
+            } else {
+                None
+            };
+            if self.series.is_empty() {
+                self.heartbeat_floor = None;
+            }
+            return match entry {
+                Some(e) => lost(e.count.max(count), e.accounted),
+                None => lost(count, of_final.unwrap_or(0)),
+            };
+        }
+        let entry = if in_series {
+            self.series.peek_mut(probe.view())
+        } else if in_singles {
+            self.singles.peek_mut(probe.view())
+        } else {
+            None
+        };
+        match entry {
+            Some(e) => {
+                let n = lost(count, e.accounted);
+                e.accounted = e.accounted.max(count);
+                n
+            }
+            None => lost(count, of_final.unwrap_or(1)),
+        }
     }
 }
 
@@ -724,11 +833,28 @@ fn with_series(first: &PackedKey, entry: &Entry) -> Event {
     e
 }
 
-fn final_write(key: PackedKey, entry: &Entry, reason: WriteReason) -> Option<Write> {
-    if entry.synced == entry.count {
-        return None;
+impl SeriesCache {
+    /// The final PATCH of a series no longer tracked (finished, flushed, evicted), unless
+    /// the server already has its count. What the series accounted for is kept in `finals`
+    /// until the write's result comes back, so that a refusal of it counts only what the
+    /// server lacks ([`SeriesCache::refused`]).
+    fn final_write(&mut self, key: PackedKey, entry: &Entry, reason: WriteReason) -> Option<Write> {
+        if entry.synced == entry.count {
+            return None;
+        }
+        let mut event = key.to_event();
+        event.series = Some(EventSeries::new(entry.count, entry.last_observed));
+        let k = self.final_key(&event);
+        if self.finals.len() >= self.opts.max_entries {
+            self.finals.pop_lru();
+        }
+        self.finals.put(k, entry.accounted);
+        Some(Write::series(event, reason))
     }
-    let mut event = key.to_event();
-    event.series = Some(EventSeries::new(entry.count, entry.last_observed));
-    Some(Write::series(event, reason))
+
+    /// The key of an event in `finals`: a hash of its namespace and name.
+    fn final_key(&self, event: &Event) -> u64 {
+        self.hasher
+            .hash_one((&event.metadata.namespace, &event.metadata.name))
+    }
 }

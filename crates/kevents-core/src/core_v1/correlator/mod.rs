@@ -557,6 +557,42 @@ impl Correlator {
         }
     }
 
+    /// The server refused for good to create `refused` (a 403, a 422, ...): the observation
+    /// kept under its key is forgotten if it still names that event, so the next occurrence
+    /// is a CREATE of its own (count 1) rather than a PATCH of an event that does not exist.
+    /// client-go keeps the observation (its next occurrence PATCHes, and on a 404 re-creates
+    /// with the whole count); kevents counts the refused occurrences as not stored instead.
+    /// An aggregate event's observation (kept under its aggregate key) is not found here.
+    /// Returns whether an observation was forgotten.
+    ///
+    /// ```
+    /// use kevents_core::{Correlator, CorrelatorOptions, Event, ObjectReference};
+    /// let mut c = Correlator::new(CorrelatorOptions::default());
+    /// let mut e = Event::default();
+    /// e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
+    /// e.metadata.name = "p.1".into();
+    /// e.count = 1;
+    /// let first = c.correlate(e.clone());
+    /// assert!(c.forget_refused(&first.event));
+    /// e.metadata.name = "p.2".into();
+    /// let again = c.correlate(e);
+    /// assert!(again.patch.is_none());
+    /// assert_eq!((again.event.count, again.event.metadata.name.as_str()), (1, "p.2"));
+    /// ```
+    pub fn forget_refused(&mut self, refused: &Event) -> bool {
+        self.kb_full.clear();
+        event_key(refused, &mut self.kb_full);
+        let key = self.kb_full.as_bytes();
+        let hash = self.hasher.hash(key);
+        match self.observations.get_mut(hash, key) {
+            Some(slot) if slot.name_and_version().0 == refused.metadata.name => {
+                slot.count = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Counters and cache sizes.
     pub fn stats(&self) -> CorrelatorStats {
         CorrelatorStats {
