@@ -15,7 +15,7 @@ pub enum Auth {
     None,
     /// A static bearer token.
     Bearer(SecretString),
-    /// A bearer token read from a file (at most [`MAX_TOKEN_FILE_BYTES`]) and read again
+    /// A bearer token read from a file (at most [`MAX_TOKEN_FILE_BYTES`](super::MAX_TOKEN_FILE_BYTES)) and read again
     /// when it may have rotated: at most every `refresh` (so a rotated service-account token
     /// is picked up), and at once when the server answers 401 (the request is then sent once
     /// more if the file changed).

@@ -24,7 +24,7 @@ pub enum ConfigError {
     },
     /// The cluster URL carries user information (`https://user:token@host`). Credentials
     /// belong in the kubeconfig's user entry (`token`, `tokenFile`, `username`/`password`) or
-    /// in [`HttpConfig::auth`].
+    /// in [`HttpConfig::auth`](super::HttpConfig::auth).
     #[error(
         "{origin}: the server URL {url} carries credentials; put them in the user entry (token, tokenFile, username/password), not in the URL"
     )]
@@ -38,7 +38,7 @@ pub enum ConfigError {
     /// text is never quoted.
     #[error("kubeconfig {file}, line {line}, column {column}: {problem}")]
     KubeconfigSyntax {
-        /// The file (or `kubeconfig text` for [`HttpConfig::from_kubeconfig_yaml`]).
+        /// The file (or `kubeconfig text` for [`HttpConfig::from_kubeconfig_yaml`](super::HttpConfig::from_kubeconfig_yaml)).
         file: String,
         /// 1-based line (0: unknown).
         line: u64,
@@ -87,8 +87,8 @@ pub enum ConfigError {
         what: &'static str,
         /// The file.
         path: PathBuf,
-        /// The limit ([`MAX_KUBECONFIG_BYTES`], [`MAX_TOKEN_FILE_BYTES`],
-        /// [`MAX_PEM_FILE_BYTES`]).
+        /// The limit ([`MAX_KUBECONFIG_BYTES`](super::MAX_KUBECONFIG_BYTES), [`MAX_TOKEN_FILE_BYTES`](super::MAX_TOKEN_FILE_BYTES),
+        /// [`MAX_PEM_FILE_BYTES`](super::MAX_PEM_FILE_BYTES)).
         limit: u64,
     },
     /// A file (or a kubeconfig and the files it names) could not be read within
@@ -112,7 +112,7 @@ pub enum ConfigError {
     Tls(String),
     /// Credentials (token, token file, basic auth) for a plain `http://` server: they would
     /// cross the network in clear text. Refused unless the server is on loopback and
-    /// [`HttpConfig::allow_credentials_over_loopback_http`] is set.
+    /// [`HttpConfig::allow_credentials_over_loopback_http`](super::HttpConfig::allow_credentials_over_loopback_http) is set.
     #[error(
         "{origin}: refusing to send credentials to {url} over plain http; use an https:// server"
     )]
