@@ -315,7 +315,11 @@ def main():
             visit(target, path + "::" + cv["name"], hide, depth + 1)
         else:
             src = external_path(target) if target is not None else None
-            emit("pub use " + path + "::" + cv["name"] + " = " + (src or cv["source"]), hide)
+            # Named by the other crate and the item's own name: where the item sits inside
+            # that crate (a private module) is not this crate's API.
+            src = (src or cv["source"]).split("::")
+            shown = src[0] if len(src) == 1 else src[0] + "::" + src[-1]
+            emit("pub use " + path + "::" + cv["name"] + " = " + shown, hide)
 
     visit(d["root"], crate, False)
     for line in sorted(lines):
