@@ -13,6 +13,7 @@ use kevents_core::preflight::{ApiChoice, EventsApi, PreflightPlan};
 use kevents_http::{HttpConfig, HttpSink};
 
 use crate::cluster::{self, Failure, FailureKind, KubeTarget};
+use crate::doctor_rbac;
 
 /// Which event API the recorder will use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -25,6 +26,27 @@ pub enum Api {
     Core,
     /// Both (a pipeline with core/v1 and series chains).
     Both,
+}
+
+/// The recorder whose default reporting names are checked when none are given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecorderKind {
+    /// kevents-kube's drop-in (kube-rs's `Reporter`): the instance defaults to the
+    /// controller's name.
+    DropIn,
+    /// A kevents pipeline (client-go's `tools/events`): the instance defaults to
+    /// `<controller>-<hostname>`.
+    Pipeline,
+}
+
+/// How doctor prints the fix for a refused identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// The report and the `kubectl create role` / `rolebinding` commands.
+    Text,
+    /// The report on stderr; on stdout the Role and RoleBinding manifests, for
+    /// `kubectl apply -f -`.
+    Yaml,
 }
 
 /// Where the events cluster-scoped objects go with events.k8s.io/v1.
@@ -51,12 +73,22 @@ pub struct DoctorArgs {
     /// The event API the recorder will use.
     #[arg(long, value_enum, default_value_t = Api::Auto)]
     pub api: Api,
-    /// The recorder's `reportingController` (events.k8s.io/v1).
+    /// The recorder's `reportingController` (events.k8s.io/v1; kube-rs's
+    /// `Reporter::controller`).
     #[arg(long, default_value = "kevents")]
     pub reporting_controller: String,
-    /// The recorder's `reportingInstance` (default: `<controller>-<hostname>`, client-go's).
+    /// The recorder's `reportingInstance` (default: as `--recorder` writes it).
     #[arg(long)]
     pub reporting_instance: Option<String>,
+    /// Whose default `reportingInstance` to check: kevents-kube's drop-in (the controller's
+    /// name, as kube-rs's `Reporter { instance: None }`) or a kevents pipeline
+    /// (`<controller>-<hostname>`, client-go's).
+    #[arg(long, value_enum, default_value_t = RecorderKind::DropIn)]
+    pub recorder: RecorderKind,
+    /// `text`: the report and the kubectl commands that fix a refused identity; `yaml`: the
+    /// Role and RoleBinding manifests on stdout (the report on stderr).
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     /// The recorder never records about cluster-scoped objects (nodes, namespaces, ...):
     /// do not check their events' namespace.
     #[arg(long)]
@@ -98,9 +130,13 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     if namespaces.is_empty() {
         namespaces.push(sink.default_namespace().to_owned());
     }
-    let reporter = match args.reporting_instance {
-        Some(i) => Reporter::with_instance(args.reporting_controller, i),
-        None => Reporter::new(args.reporting_controller),
+    let reporter = match (args.reporting_instance, args.recorder) {
+        (Some(i), _) => Reporter::with_instance(args.reporting_controller, i),
+        (None, RecorderKind::DropIn) => {
+            let instance = args.reporting_controller.clone();
+            Reporter::with_instance(args.reporting_controller, instance)
+        }
+        (None, RecorderKind::Pipeline) => Reporter::new(args.reporting_controller),
     };
     let api = match args.api {
         Api::Auto => ApiChoice::Discover,
@@ -121,15 +157,38 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
         .preflight(&plan)
         .await
         .map_err(|e| Failure::new(FailureKind::Config, e))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "kevents doctor: {} (kube-apiserver {})",
+    let header = format!(
+        "kevents doctor: {} (kube-apiserver {})\n{}",
         cluster::one_line(sink.base_url().as_ref()),
-        cluster::one_line(&version.git_version)
-    )?;
-    writeln!(out, "{}", cluster::redact(&report.to_string()))?;
-    drop(out);
+        cluster::one_line(&version.git_version),
+        cluster::redact(&report.to_string())
+    );
+    let subject = if report.is_ok() {
+        None
+    } else {
+        Some(doctor_rbac::who_am_i(&sink.requests()).await)
+    };
+    match args.output {
+        Output::Text => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{header}")?;
+            if let Some(fix) = subject
+                .as_ref()
+                .and_then(|s| doctor_rbac::commands(&report, s))
+            {
+                write!(out, "{}", cluster::redact(&fix))?;
+            }
+        }
+        Output::Yaml => {
+            eprintln!("{header}");
+            if let Some(yaml) = subject
+                .as_ref()
+                .and_then(|s| doctor_rbac::manifests(&report, s))
+            {
+                print!("{}", cluster::redact(&yaml));
+            }
+        }
+    }
     if report.is_ok() {
         return Ok(());
     }

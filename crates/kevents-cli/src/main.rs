@@ -11,6 +11,7 @@ mod cluster;
 mod counting_sink;
 mod demo;
 mod doctor;
+mod doctor_rbac;
 mod replay_cmd;
 mod sanitize;
 mod verify;
