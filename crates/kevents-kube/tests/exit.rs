@@ -148,4 +148,30 @@ kevents_testkit::real_apiserver_tests! {
             eprintln!("run {run}: 10 published, series count 10 stored, process took {took:?}");
         }
     }
+
+    /// An identity that may not write: the program still ends on its own, and says on stderr
+    /// how many occurrences were lost and why (nobody else would: it holds no report).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refused_identity_says_its_losses_on_stderr_at_exit() {
+        let target = common::real_target().await;
+        let kubeconfig = target
+            .real_apiserver()
+            .expect("a real apiserver")
+            .nobody_kubeconfig
+            .clone();
+        let out = Command::new(example("drop_in_exit_without_shutdown"))
+            .env("KUBECONFIG", &kubeconfig)
+            .args(["default", "25", "exit-refused"])
+            .output()
+            .expect("the example runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+        assert_eq!(
+            stderr
+                .matches("counts lost: 25 occurrences refused by the server (25 \u{d7} 403 Forbidden: create events.k8s.io/v1 events in namespace \"default\")")
+                .count(),
+            1,
+            "said once, with the cause:\n{stderr}"
+        );
+    }
 }
