@@ -1,5 +1,5 @@
 //! Decides whether the real-apiserver tests run: sets `cfg(kevents_apiserver)` when the
-//! kube-apiserver binary is provisioned, or when CI (`CI` set to anything but `false`/`0`) or
+//! kube-apiserver binary of the version `KEVENTS_K8S_VERSION` chooses is provisioned, or when CI (`CI` set to anything but `false`/`0`) or
 //! `KEVENTS_REQUIRE_APISERVER=1` require it (the tests then fail if it is missing). Without
 //! the cfg, `real_apiserver_tests!` marks them `#[ignore]` with the command that runs them,
 //! so `cargo test` reports them as ignored instead of passing without running.
@@ -11,10 +11,17 @@ fn apiserver_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("KEVENTS_KUBE_APISERVER") {
         return PathBuf::from(p);
     }
+    let v = std::env::var("KEVENTS_K8S_VERSION").unwrap_or_default();
+    let v = v.trim_start_matches('v');
+    let under_cache = if v == "1.36" || v.starts_with("1.36.") {
+        "k8s-1.36/kube-apiserver"
+    } else {
+        "bin/kube-apiserver"
+    };
     std::env::var_os("KEVENTS_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/cache/kevents"))
-        .join("bin/kube-apiserver")
+        .join(under_cache)
 }
 
 /// The same rule as `kevents_testkit::apiserver_required`.
@@ -32,6 +39,7 @@ fn main() {
         "KEVENTS_REQUIRE_APISERVER",
         "KEVENTS_CACHE",
         "KEVENTS_KUBE_APISERVER",
+        "KEVENTS_K8S_VERSION",
     ] {
         println!("cargo::rerun-if-env-changed={var}");
     }

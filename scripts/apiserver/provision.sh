@@ -12,6 +12,15 @@
 #   KEVENTS_DEBIAN_SUITE   Debian suite to take the source from (default bookworm)
 #   KEVENTS_FORCE_REBUILD  set to 1 to rebuild even if a cached binary exists
 #   KEVENTS_KEEP_WORK      set to 1 to keep the source tree / Go cache after a build
+#   KEVENTS_K8S_VERSION    unset, 1.20 or 1.20.2: the above (default). 1.36 (or the pinned
+#                          1.36.N): instead build kube-apiserver v1.36.N and etcd 3.6 from Go
+#                          modules (the wrapper modules scripts/apiserver/k8s-1.36 and etcd-3.6,
+#                          go.sum committed, built with -mod=readonly) into
+#                          $KEVENTS_CACHE/k8s-1.36.N/{kube-apiserver,etcd}, stable symlink
+#                          $KEVENTS_CACHE/k8s-1.36; Go module and build caches in
+#                          $KEVENTS_CACHE/go/{mod,build}. Needs Go >= 1.26 (KEVENTS_GO, else
+#                          /usr/local/go/bin/go, else go on PATH; a Go >= 1.21 fetches the
+#                          go1.26 toolchain through the Go module proxy).
 set -Eeuo pipefail
 
 export DEBIAN_FRONTEND=noninteractive
@@ -22,6 +31,7 @@ SUITE=${KEVENTS_DEBIAN_SUITE:-bookworm}
 SRC_PKG=kubernetes
 DEB_SRC_FILE=/etc/apt/sources.list.d/kevents-deb-src.sources
 WORK="$CACHE/work"
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SECONDS=0
 
 log() { printf '[provision +%ss] %s\n' "$SECONDS" "$*" >&2; }
@@ -229,6 +239,105 @@ finish() {
     log "done in ${SECONDS}s; kube-apiserver: $CACHE/bin/kube-apiserver"
 }
 
+
+# ------------------------------------------ Kubernetes 1.36 from Go modules
+# KEVENTS_K8S_VERSION=1.36: kube-apiserver and etcd built with Go from the Go module proxy
+# (no Debian source involved). The pinned versions live in the wrapper modules' go.mod.
+# Recipe revision of this build (bump when the build flags change).
+GO_RECIPE=r1
+K8S_MOD="$SCRIPT_DIR/k8s-1.36"
+ETCD_MOD="$SCRIPT_DIR/etcd-3.6"
+
+pick_go() {
+    local g
+    for g in ${KEVENTS_GO:-} /usr/local/go/bin/go "$(command -v go || true)"; do
+        [ -n "$g" ] && [ -x "$g" ] || continue
+        local v minor
+        v=$("$g" env GOVERSION 2>/dev/null || true)      # go1.26.8
+        minor=$(printf '%s\n' "$v" | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+        if [ -n "$minor" ] && [ "$minor" -ge 21 ]; then echo "$g"; return 0; fi
+        log "skipping $g ($v): too old to build Kubernetes 1.36 (needs Go >= 1.26, or >= 1.21 to fetch it)"
+    done
+    return 1
+}
+
+# The version a wrapper go.mod pins for module $2 (e.g. v1.36.3).
+pinned() { awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$1/go.mod"; }
+
+provision_go_build() {
+    local want=$1 kver etcdver dest link stamp
+    kver=$(pinned "$K8S_MOD" k8s.io/kubernetes)
+    etcdver=$(pinned "$ETCD_MOD" go.etcd.io/etcd/server/v3)
+    [ -n "$kver" ] && [ -n "$etcdver" ] || die "cannot read the pinned versions from $K8S_MOD/go.mod and $ETCD_MOD/go.mod"
+    case "$want" in
+        1.36|v1.36) ;;
+        *) [ "v${want#v}" = "$kver" ] || die "KEVENTS_K8S_VERSION=$want, but $K8S_MOD/go.mod pins k8s.io/kubernetes $kver" ;;
+    esac
+    dest="$CACHE/k8s-${kver#v}"
+    link="$CACHE/k8s-$(printf '%s\n' "${kver#v}" | cut -d. -f1,2)"
+    # What the binaries are built from: the recipe, both wrapper modules (go.mod, go.sum, main.go).
+    stamp=$({ echo "$GO_RECIPE"; cat "$K8S_MOD/go.mod" "$K8S_MOD/go.sum" "$K8S_MOD/main.go" \
+        "$ETCD_MOD/go.mod" "$ETCD_MOD/go.sum" "$ETCD_MOD/main.go"; } | sha256sum | cut -c1-16)
+    log "Kubernetes $kver + etcd $etcdver from Go modules (recipe $GO_RECIPE, inputs $stamp)"
+
+    if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ] && [ -x "$dest/kube-apiserver" ] && [ -x "$dest/etcd" ] \
+       && [ "$(cat "$dest/RECIPE" 2>/dev/null)" = "$stamp" ]; then
+        log "cached binaries found: $dest (skipping the build)"
+    else
+        local go gover ldflags p date tmp t0
+        go=$(pick_go) || die "no usable Go found (set KEVENTS_GO; Debian bookworm's golang-go 1.19 is too old for Kubernetes 1.36)"
+        gover=$("$go" env GOVERSION)
+        log "go: $go ($gover)"
+        mkdir -p "$CACHE/go/mod" "$CACHE/go/build" "$CACHE/go/tmp"
+        date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+        ldflags="-s -w"
+        for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+            ldflags="$ldflags -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$(printf '%s\n' "$kver" | cut -d. -f2)"
+            ldflags="$ldflags -X $p.gitTreeState=clean -X $p.buildDate=$date"
+        done
+        tmp="$dest.tmp"
+        rm -rf "$tmp"; mkdir -p "$tmp"
+        go_build() {   # usage: go_build MODULE_DIR OUT LOG [go build flags...]
+            local mod=$1 out=$2 logf=$3; shift 3
+            ( cd "$mod" && env GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOTMPDIR="$CACHE/go/tmp" \
+                GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 GOWORK=off \
+                "$go" build -trimpath "$@" -o "$out" . ) >"$logf" 2>&1 &
+            local pid=$! t0=$SECONDS next=$((SECONDS + 60))
+            while kill -0 "$pid" 2>/dev/null; do
+                sleep 1
+                if [ "$SECONDS" -ge "$next" ]; then
+                    log "still building $(basename "$out") ($((SECONDS - t0))s)"
+                    next=$((SECONDS + 60))
+                fi
+            done
+            if ! wait "$pid"; then
+                tail -n 40 "$logf" >&2 || true
+                die "go build of $mod failed (see $logf)"
+            fi
+            log "built $(basename "$out") in $((SECONDS - t0))s"
+        }
+        log "building etcd $etcdver (log: $CACHE/go/etcd-build.log)"
+        go_build "$ETCD_MOD" "$tmp/etcd" "$CACHE/go/etcd-build.log" -ldflags "-s -w"
+        log "building kube-apiserver $kver (log: $CACHE/go/kube-apiserver-build.log; ~10-20 min cold on 2 cores)"
+        # The tags and version variables of upstream's hack/lib/golang.sh and version.sh.
+        go_build "$K8S_MOD" "$tmp/kube-apiserver" "$CACHE/go/kube-apiserver-build.log" \
+            -tags selinux,notest,grpcnotrace -ldflags "$ldflags"
+        echo "$stamp" >"$tmp/RECIPE"
+        "$go" version -m "$tmp/kube-apiserver" 2>/dev/null | grep -E '^\s+(go|dep\s+k8s\.io/(kubernetes|api|apiserver|client-go)\s)' >"$tmp/BUILDINFO" || true
+        rm -rf "$dest"; mv -T "$tmp" "$dest"
+    fi
+    local v
+    v=$("$dest/kube-apiserver" --version 2>&1) || die "$dest/kube-apiserver --version failed: $v"
+    [ "$v" = "Kubernetes $kver" ] || die "$dest/kube-apiserver --version says '$v', expected 'Kubernetes $kver'"
+    log "$dest/kube-apiserver: $v"
+    v=$("$dest/etcd" --version 2>&1 | head -n1) || die "$dest/etcd --version failed: $v"
+    log "$dest/etcd: $v"
+    ln -sfn "$(basename "$dest")" "$link.tmp"
+    mv -Tf "$link.tmp" "$link"
+    log "symlink: $link -> $(basename "$dest")"
+    log "done in ${SECONDS}s; kube-apiserver: $link/kube-apiserver, etcd: $link/etcd"
+}
+
 # --------------------------------------------------------------------- main
 log "cache directory: $CACHE"
 
@@ -238,6 +347,14 @@ ensure_tools "etcd openssl curl flock" etcd-server openssl curl ca-certificates 
 ensure_tools "kubectl" kubernetes-client
 # .ci/run's checks (filecycles.py, docscheck.py) and the bench scripts are Python 3.
 ensure_tools "python3" python3
+
+case "${KEVENTS_K8S_VERSION:-}" in
+    ""|1.20|1.20.2|v1.20.2) ;;
+    1.36|1.36.*|v1.36|v1.36.*)
+        provision_go_build "$KEVENTS_K8S_VERSION"
+        exit 0 ;;
+    *) die "KEVENTS_K8S_VERSION=$KEVENTS_K8S_VERSION: supported are 1.20 (the default, v1.20.2 from Debian's source) and 1.36" ;;
+esac
 
 if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ]; then
     # Prefer the version apt knows about (no network needed); on a machine

@@ -65,7 +65,10 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
             stdout.contains("accounting: every occurrence is accounted for"),
             "{stdout}"
         );
-        assert!(stdout.contains("kube-apiserver v1.20.2"), "{stdout}");
+        assert!(
+            stdout.contains(&format!("kube-apiserver {}", server.version)),
+            "{stdout}"
+        );
         assert!(!stdout.contains(&token) && !stderr.contains(&token));
         let runs = std::fs::read_to_string(dir.path().join("runs"))
             .map(|s| s.lines().count())

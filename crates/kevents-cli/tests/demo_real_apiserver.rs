@@ -51,7 +51,10 @@ kevents_testkit::real_apiserver_tests! {
             stdout.contains("accounting: every occurrence is accounted for"),
             "{stdout}"
         );
-        assert!(stdout.contains("kube-apiserver v1.20.2"), "{stdout}");
+        assert!(
+            stdout.contains(&format!("kube-apiserver {}", server.version)),
+            "{stdout}"
+        );
         assert!(
             !stdout.contains(server.admin_token.as_str())
                 && !stderr.contains(server.admin_token.as_str())

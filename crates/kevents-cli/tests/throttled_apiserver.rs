@@ -1,4 +1,5 @@
-//! Exact counts against a hardened, throttling kube-apiserver v1.20.2: the `EventRateLimit`
+//! Exact counts against a hardened, throttling kube-apiserver (v1.20.2, or v1.36 with
+//! `KEVENTS_K8S_VERSION=1.36`): the `EventRateLimit`
 //! admission plugin (as the CIS Kubernetes benchmark asks) with each kind of limit, the demo
 //! and workload `api` under it, four processes sharing one `Server` limit, and a user whose
 //! API Priority and Fairness level has one seat. Every run
@@ -85,6 +86,7 @@ fn throttled(r: &serde_json::Value) {
 
 /// A tight API Priority and Fairness level for the user `nobody`: one seat (of 30 in all),
 /// requests beyond it rejected with 429 and `Retry-After`; and the rights to write events.
+/// `{VERSION}` and `{LIMITED}` are filled in by [`apf_objects`] for the served API version.
 const APF: &str = r#"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -101,16 +103,16 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kevents-
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: nobody}
 ---
-apiVersion: flowcontrol.apiserver.k8s.io/v1beta1
+apiVersion: flowcontrol.apiserver.k8s.io/{VERSION}
 kind: PriorityLevelConfiguration
 metadata: {name: kevents-tight}
 spec:
   type: Limited
   limited:
-    assuredConcurrencyShares: 1
+{LIMITED}
     limitResponse: {type: Reject}
 ---
-apiVersion: flowcontrol.apiserver.k8s.io/v1beta1
+apiVersion: flowcontrol.apiserver.k8s.io/{VERSION}
 kind: FlowSchema
 metadata: {name: kevents-tight}
 spec:
@@ -127,6 +129,41 @@ spec:
     - {verbs: ["*"], nonResourceURLs: ["*"]}
 "#;
 
+/// The APF objects in the version of `flowcontrol.apiserver.k8s.io` the server serves, as its
+/// discovery says: `v1beta1` on 1.20 (removed in 1.26), `v1` on 1.29 and later. `v1beta3`
+/// renamed `assuredConcurrencyShares` to `nominalConcurrencyShares` and added borrowing;
+/// `borrowingLimitPercent: 0` keeps the level at its one seat (unset, it may borrow without
+/// limit from levels that lend).
+fn apf_objects(kubeconfig: &Path) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "--raw", "/apis/flowcontrol.apiserver.k8s.io"])
+        .output()
+        .expect("running kubectl");
+    assert!(out.status.success(), "{}", text(&out));
+    let group: serde_json::Value = serde_json::from_slice(&out.stdout).expect("discovery JSON");
+    let served: Vec<&str> = group["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .filter_map(|v| v["version"].as_str())
+        .collect();
+    let (version, limited) = if served.contains(&"v1") {
+        (
+            "v1",
+            "    nominalConcurrencyShares: 1\n    lendablePercent: 0\n    borrowingLimitPercent: 0",
+        )
+    } else if served.contains(&"v1beta1") {
+        ("v1beta1", "    assuredConcurrencyShares: 1")
+    } else {
+        panic!("flowcontrol.apiserver.k8s.io serves neither v1 nor v1beta1: {served:?}");
+    };
+    eprintln!("flowcontrol.apiserver.k8s.io/{version} (served: {served:?})");
+    APF.replace("{VERSION}", version)
+        .replace("{LIMITED}", limited)
+}
+
 kevents_testkit::real_apiserver_tests! {
     /// Workload `api` as a user whose API Priority and Fairness level has one seat (429s with
     /// `Retry-After`, which apply to the whole budget): every count stored exactly.
@@ -139,7 +176,8 @@ kevents_testkit::real_apiserver_tests! {
         .expect("starting the real kube-apiserver")
         .expect("kube-apiserver is not provisioned (see above)");
         let file = server.state_dir().join("apf.yaml");
-        std::fs::write(&file, APF).expect("writing the APF objects");
+        std::fs::write(&file, apf_objects(&server.admin_kubeconfig))
+            .expect("writing the APF objects");
         let out = Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&server.admin_kubeconfig)

@@ -1,5 +1,6 @@
-//! Test harness for kevents against apiservers: a real kube-apiserver v1.20.2 + etcd
-//! ([`RealApiserver`], started by `scripts/apiserver/start.sh`), the in-process simulator,
+//! Test harness for kevents against apiservers: a real kube-apiserver + etcd (v1.20.2, or
+//! v1.36 with `KEVENTS_K8S_VERSION=1.36`; [`RealApiserver`], started by
+//! `scripts/apiserver/start.sh`), the in-process simulator,
 //! and the conformance suites ([`conformance::core_v1`], [`conformance::events_v1`]) that run
 //! the same scenarios against both through a [`Target`].
 //!
@@ -154,8 +155,10 @@ pub fn scripts_dir() -> PathBuf {
     }
 }
 
-/// Where `start.sh` looks for kube-apiserver (`KEVENTS_KUBE_APISERVER`, else
-/// `${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver`).
+/// Where `start.sh` looks for kube-apiserver (`KEVENTS_KUBE_APISERVER`, else, for the version
+/// `KEVENTS_K8S_VERSION` chooses, `${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver`
+/// (unset or `1.20`: v1.20.2) or `${KEVENTS_CACHE:-/var/cache/kevents}/k8s-1.36/kube-apiserver`
+/// (`1.36`)).
 ///
 /// ```
 /// assert!(kevents_testkit::apiserver_binary().ends_with("kube-apiserver"));
@@ -167,16 +170,30 @@ pub fn apiserver_binary() -> PathBuf {
     let cache = std::env::var_os("KEVENTS_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/var/cache/kevents"));
-    cache.join("bin/kube-apiserver")
+    cache.join(binary_under_cache(
+        std::env::var("KEVENTS_K8S_VERSION").ok().as_deref(),
+    ))
 }
 
-/// A running etcd + kube-apiserver v1.20.2 on loopback, stopped (by `stop.sh`, which signals
-/// exactly the recorded process ids) when dropped.
+/// The kube-apiserver binary of a `KEVENTS_K8S_VERSION` under the cache directory (the same
+/// choice as `start.sh`; kevents-testkit's build script has a copy).
+fn binary_under_cache(k8s_version: Option<&str>) -> &'static str {
+    match k8s_version.map(|v| v.trim_start_matches('v')) {
+        Some(v) if v == "1.36" || v.starts_with("1.36.") => "k8s-1.36/kube-apiserver",
+        _ => "bin/kube-apiserver",
+    }
+}
+
+/// A running etcd + kube-apiserver (v1.20.2, or v1.36 with `KEVENTS_K8S_VERSION=1.36`) on
+/// loopback, stopped (by `stop.sh`, which signals exactly the recorded process ids) when
+/// dropped.
 #[derive(Debug)]
 pub struct RealApiserver {
     dir: tempfile::TempDir,
     /// `https://127.0.0.1:PORT`.
     pub url: String,
+    /// The server's version, as its binary's `--version` says (`v1.20.2`, `v1.36.3`).
+    pub version: String,
     /// The serving certificate bundle to trust.
     pub ca_file: PathBuf,
     /// Bearer token in group `system:masters`.
@@ -279,6 +296,7 @@ impl RealApiserver {
         let get = |k: &'static str| env.get(k).cloned().ok_or(TestkitError::Env(k));
         let mut server = RealApiserver {
             url: get("KEVENTS_APISERVER_URL")?,
+            version: get("KEVENTS_APISERVER_VERSION")?,
             ca_file: PathBuf::from(get("KEVENTS_APISERVER_CA")?),
             admin_token: get("KEVENTS_ADMIN_TOKEN")?,
             nobody_token: get("KEVENTS_NOBODY_TOKEN")?,
@@ -332,6 +350,16 @@ impl Drop for RealApiserver {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The minor release of a version string (`v1.36.3` -> 36).
+fn minor_of(version: &str) -> Option<u32> {
+    version
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// Parses `KEY=VALUE` lines as `start.sh` writes them (values `%q`-quoted only when needed).
@@ -483,6 +511,16 @@ impl<S> Target<S> {
         }
     }
 
+    /// The Kubernetes minor release the target answers like: 20 for the simulator (it answers
+    /// like kube-apiserver 1.20) and a v1.20.2 server, 36 for v1.36.x. Conformance scenarios
+    /// whose answer changed between the two expect each version's own.
+    pub fn server_minor(&self) -> u32 {
+        match &self.backend {
+            Backend::Sim(_) => 20,
+            Backend::Real(r) => minor_of(&r.version).unwrap_or(20),
+        }
+    }
+
     /// The apiserver URL.
     pub fn url(&self) -> &str {
         &self.url
@@ -513,5 +551,26 @@ mod tests {
         assert_eq!(env["A"], "1");
         assert_eq!(env["B"], "x y");
         assert_eq!(env["C"], "a b");
+    }
+
+    #[test]
+    fn minor_release_of_a_version() {
+        assert_eq!(super::minor_of("v1.20.2"), Some(20));
+        assert_eq!(super::minor_of("v1.36.3"), Some(36));
+        assert_eq!(super::minor_of(""), None);
+    }
+
+    #[test]
+    fn k8s_version_picks_the_binary() {
+        for v in [None, Some(""), Some("1.20"), Some("1.20.2")] {
+            assert_eq!(super::binary_under_cache(v), "bin/kube-apiserver", "{v:?}");
+        }
+        for v in ["1.36", "1.36.3", "v1.36.3"] {
+            assert_eq!(
+                super::binary_under_cache(Some(v)),
+                "k8s-1.36/kube-apiserver",
+                "{v}"
+            );
+        }
     }
 }

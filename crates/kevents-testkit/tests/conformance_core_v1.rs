@@ -1,6 +1,6 @@
 //! The core/v1 conformance suite, run against the simulator and against a real
-//! kube-apiserver v1.20.2 (ignored, with the command that runs it, when it is not
-//! provisioned; failing in CI).
+//! kube-apiserver, v1.20.2 or v1.36 with `KEVENTS_K8S_VERSION=1.36` (ignored, with the command
+//! that runs it, when it is not provisioned; failing in CI).
 
 use kevents_testkit::Target;
 use kevents_testkit::conformance::core_v1;

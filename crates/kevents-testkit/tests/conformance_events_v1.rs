@@ -1,6 +1,6 @@
 //! The events.k8s.io/v1 conformance suite, run against the simulator and against a real
-//! kube-apiserver v1.20.2 (ignored, with the command that runs it, when it is not provisioned;
-//! failing in CI),
+//! kube-apiserver, v1.20.2 or v1.36 with `KEVENTS_K8S_VERSION=1.36` (ignored, with the command
+//! that runs it, when it is not provisioned; failing in CI),
 //! plus the end-to-end check: a repeated event recorded through the actor pipeline shows a
 //! series with the right count in `kubectl get events.v1.events.k8s.io -o yaml`.
 

@@ -1,4 +1,4 @@
-//! Exec credential plugins against a real kube-apiserver v1.20.2 (static token file with
+//! Exec credential plugins against a real kube-apiserver, v1.20.2 or v1.36 (static token file with
 //! three extra `system:masters` tokens, and a client CA): fake plugins are bash scripts that
 //! count their runs in a file. Ignored, with the command that runs it, when the apiserver is
 //! not provisioned; run (and failing without it) in CI or with `KEVENTS_REQUIRE_APISERVER=1`.

@@ -2,7 +2,9 @@
 //! and checks one behaviour of the apiserver as kevents sees it through the target's sinks
 //! ([`kevents_http::HttpSink`] by default, any [`SuiteSink`]). The same functions run against
 //! the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to answer
-//! like the real one, and through kevents-http's and kevents-kube's sinks alike.
+//! like the real one, and through kevents-http's and kevents-kube's sinks alike; and against
+//! v1.36 (`KEVENTS_K8S_VERSION=1.36`), where the scenarios whose answer changed expect each
+//! version's own ([`Target::server_minor`](crate::Target::server_minor)).
 //!
 //! * [`core_v1`]: `/api/v1` events, as client-go's `tools/record` writes them;
 //! * [`events_v1`]: `/apis/events.k8s.io/v1` events, as client-go's `tools/events` writes them.
