@@ -487,11 +487,13 @@ fn from_loaded(loaded: Loaded, context: Option<&str>) -> Result<HttpConfig, Conf
 
 /// A proxy URL (user information allowed: it authenticates to the proxy; never shown).
 fn parse_proxy(proxy: &str, origin: &str) -> Result<Url, ConfigError> {
-    Url::parse(proxy).map_err(|e| ConfigError::Url {
+    let url = Url::parse(proxy).map_err(|e| ConfigError::Url {
         origin: origin.to_owned(),
         url: redact_url_text(proxy),
         reason: e.to_string(),
-    })
+    })?;
+    crate::config::check_proxy_scheme(&url, origin)?;
+    Ok(url)
 }
 
 /// Certificates (DER) as one PEM bundle.

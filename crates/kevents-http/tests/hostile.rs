@@ -170,6 +170,61 @@ async fn server_urls_with_credentials_are_refused_and_never_shown() {
     assert_no_secret(&texts, &["t0ken", "pr0xy-pass", "admin:"]);
 }
 
+/// A proxy kevents cannot use is refused when the kubeconfig is loaded (a usage error, nothing
+/// sent), not ignored (a direct connection past the proxy) nor failing at the first request.
+#[tokio::test]
+async fn a_proxy_url_of_an_unsupported_scheme_is_refused_at_load() {
+    for (proxy, says) in [
+        ("ftp://proxy:21", "proxy scheme \"ftp\" is not supported"),
+        (
+            "gopher://proxy:70",
+            "proxy scheme \"gopher\" is not supported",
+        ),
+        ("socks5://proxy:1080", "SOCKS5 proxies are not"),
+    ] {
+        let yaml = kubeconfig(
+            &format!("    server: https://k8s.example\n    proxy-url: {proxy}\n"),
+            "    token: t0ken-for-the-cluster\n",
+        );
+        let err = HttpConfig::from_kubeconfig_yaml(&yaml, None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::Url { .. }), "{proxy}: {err:?}");
+        assert!(err.to_string().contains(says), "{proxy}: {err}");
+        assert!(!err.to_string().contains("t0ken"));
+        // Built by hand: refused by `validate` (and so by `HttpSink::new`).
+        let mut config = HttpConfig::new("https://k8s.example").unwrap();
+        config.proxy_url = Some(proxy.parse().unwrap());
+        assert!(HttpSink::new(config).is_err(), "{proxy}");
+    }
+    let yaml = kubeconfig(
+        "    server: https://k8s.example\n    proxy-url: https://proxy:3128\n",
+        "    token: t\n",
+    );
+    assert!(HttpConfig::from_kubeconfig_yaml(&yaml, None).await.is_ok());
+}
+
+/// Credentials over plain HTTP are allowed to a loopback server only when nothing leaves the
+/// machine: not through a proxy elsewhere.
+#[test]
+fn the_loopback_exemption_looks_at_the_proxy_too() {
+    let local = HttpConfig::new("http://127.0.0.1:8080")
+        .unwrap()
+        .with_token("t")
+        .with_credentials_over_loopback_http(true);
+    assert!(HttpSink::new(local.clone()).is_ok());
+    let mut through_proxy = local.clone();
+    through_proxy.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
+    let err = HttpSink::new(through_proxy).unwrap_err();
+    assert!(
+        matches!(err, ConfigError::CredentialsOverHttp { .. }),
+        "{err:?}"
+    );
+    let mut local_proxy = local;
+    local_proxy.proxy_url = Some("http://127.0.0.1:3128".parse().unwrap());
+    assert!(HttpSink::new(local_proxy).is_ok());
+}
+
 // --- endless lists ---------------------------------------------------------------------------
 
 #[tokio::test]

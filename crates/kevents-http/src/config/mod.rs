@@ -12,7 +12,7 @@ pub use credentials::{Auth, ClientIdentity, Impersonation};
 pub use error::ConfigError;
 pub(crate) use files::{decode_b64, pem_certs, read_capped};
 use url::is_loopback;
-pub(crate) use url::parse_cluster_url;
+pub(crate) use url::{check_proxy_scheme, parse_cluster_url};
 pub use url::{redact_url, redact_url_text};
 
 use std::path::{Path, PathBuf};
@@ -213,9 +213,15 @@ impl HttpConfig {
                 source,
             })?;
         }
+        if let Some(proxy) = &self.proxy_url {
+            check_proxy_scheme(proxy, origin)?;
+        }
+        // Over plain HTTP, credentials stay on this machine only when both the server and the
+        // proxy (if any) are loopback addresses.
+        let loopback = is_loopback(url) && self.proxy_url.as_ref().is_none_or(is_loopback);
         if url.scheme() == "http"
             && self.auth.sends_credentials()
-            && !(self.allow_credentials_over_loopback_http && is_loopback(url))
+            && !(self.allow_credentials_over_loopback_http && loopback)
         {
             return Err(ConfigError::CredentialsOverHttp {
                 origin: origin.to_owned(),

@@ -34,6 +34,28 @@ pub fn redact_url(url: &Url) -> String {
     redact_url_text(url.as_str())
 }
 
+/// A proxy URL kevents can use: `http://` or `https://` (client-go also takes `socks5://`,
+/// which kevents' HTTP client is built without). Anything else is refused when the
+/// configuration is loaded, rather than ignored (a direct connection past the proxy the user
+/// configured) or failing at the first request.
+pub(crate) fn check_proxy_scheme(proxy: &Url, origin: &str) -> Result<(), ConfigError> {
+    match proxy.scheme() {
+        "http" | "https" => Ok(()),
+        scheme => Err(ConfigError::Url {
+            origin: origin.to_owned(),
+            url: redact_url(proxy),
+            reason: if scheme.starts_with("socks") {
+                format!(
+                    "proxy scheme {scheme:?} is not supported by kevents (client-go's SOCKS5 \
+                     proxies are not); use an http:// or https:// proxy"
+                )
+            } else {
+                format!("proxy scheme {scheme:?} is not supported; use http:// or https://")
+            },
+        }),
+    }
+}
+
 /// Parses an apiserver URL: absolute `http(s)://` with a host and no user information;
 /// query and fragment dropped. Errors name `origin`.
 pub(crate) fn parse_cluster_url(url: &str, origin: &str) -> Result<Url, ConfigError> {
