@@ -330,7 +330,10 @@ provision_go_build() {
     v=$("$dest/kube-apiserver" --version 2>&1) || die "$dest/kube-apiserver --version failed: $v"
     [ "$v" = "Kubernetes $kver" ] || die "$dest/kube-apiserver --version says '$v', expected 'Kubernetes $kver'"
     log "$dest/kube-apiserver: $v"
-    v=$("$dest/etcd" --version 2>&1 | head -n1) || die "$dest/etcd --version failed: $v"
+    # Whole output first: `| head -n1` under pipefail fails when etcd is still writing as
+    # head exits (SIGPIPE), which made a cached run fail now and then.
+    v=$("$dest/etcd" --version 2>&1) || die "$dest/etcd --version failed: $v"
+    v=${v%%$'\n'*}
     log "$dest/etcd: $v"
     ln -sfn "$(basename "$dest")" "$link.tmp"
     mv -Tf "$link.tmp" "$link"
