@@ -39,6 +39,10 @@ pub(crate) struct Job<W> {
     pub(crate) write: W,
     /// Attempts started so far.
     pub(crate) attempts: u32,
+    /// Of those, attempts the server answered 429: throttling is "later", not "never", so
+    /// they do not count against the retry policy ([`KeyedWriter::observed`]); the write
+    /// waits under the budget instead, as long as the pipeline runs.
+    throttled: u32,
     /// Sleep before the next attempt (set by the chain after a retryable failure).
     pub(crate) delay: Option<Duration>,
     /// The tracing span of the current attempt (set by the chain when it starts one).
@@ -140,6 +144,7 @@ impl<W> KeyedWriter<W> {
         let job = Job {
             write,
             attempts: 0,
+            throttled: 0,
             delay: None,
             span: tracing::Span::none(),
             slot,
@@ -235,14 +240,17 @@ impl<W> KeyedWriter<W> {
     }
 
     /// Tells the budget what the answer to `key`'s current attempt says about the apiserver
-    /// and returns the attempts the head write made; `None` (nothing reported) if `key` has
-    /// no write.
+    /// and returns the attempts the head write made that count against the retry policy
+    /// (those answered 429 do not); `None` (nothing reported) if `key` has no write.
     pub(crate) fn observed(&mut self, key: &Key, health: Health) -> Option<u32>
     where
         W: Scoped,
     {
         let job = head(&mut self.keys, key)?;
-        let attempts = job.attempts;
+        if matches!(health, Health::Throttled(..)) {
+            job.throttled = job.throttled.saturating_add(1);
+        }
+        let attempts = job.attempts.saturating_sub(job.throttled);
         if let Some(permit) = job.permit.take() {
             self.budget.report(permit, health, scope(key, &job.write));
         }
