@@ -38,7 +38,14 @@
 use kevents_core::events_v1::SeriesStats;
 
 use crate::policy::WatcherPolicy;
-pub use crate::telemetry::not_stored::{MAX_NOT_STORED_CAUSES, OTHER_CAUSES};
+/// At most this many distinct causes are kept per chain; occurrences of any further cause
+/// are summed under [`OTHER_CAUSES`], so a server answering with ever new reasons (or a
+/// writer to ever new namespaces) cannot grow the tally without bound.
+pub const MAX_NOT_STORED_CAUSES: usize = 64;
+
+/// The cause under which occurrences of causes beyond the first [`MAX_NOT_STORED_CAUSES`]
+/// are summed.
+pub const OTHER_CAUSES: &str = "other causes";
 
 /// A point-in-time copy of every counter of one watcher.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,7 +327,7 @@ impl StatsSnapshot {
                 *all.entry(cause.clone()).or_default() += n;
             }
         }
-        crate::telemetry::not_stored::sorted(all)
+        sorted(all)
     }
 }
 
@@ -438,4 +445,16 @@ impl BudgetSnapshot {
             + self.deferred_circuit
             + self.deferred_in_flight
     }
+}
+
+/// Causes sorted for display: most occurrences first, then by cause, [`OTHER_CAUSES`] last.
+pub(crate) fn sorted(causes: impl IntoIterator<Item = (String, u64)>) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = causes.into_iter().collect();
+    v.sort_by(|a, b| {
+        (a.0 == OTHER_CAUSES)
+            .cmp(&(b.0 == OTHER_CAUSES))
+            .then(b.1.cmp(&a.1))
+            .then(a.0.cmp(&b.0))
+    });
+    v
 }

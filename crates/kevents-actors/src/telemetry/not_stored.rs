@@ -9,14 +9,7 @@ use kevents_core::{Disposition, SinkError};
 
 use super::names;
 
-/// At most this many distinct causes are kept per chain; occurrences of any further cause
-/// are summed under [`OTHER_CAUSES`], so a server answering with ever new reasons (or a
-/// writer to ever new namespaces) cannot grow the tally without bound.
-pub const MAX_NOT_STORED_CAUSES: usize = 64;
-
-/// The cause under which occurrences of causes beyond the first [`MAX_NOT_STORED_CAUSES`]
-/// are summed.
-pub const OTHER_CAUSES: &str = "other causes";
+pub use crate::stats::{MAX_NOT_STORED_CAUSES, OTHER_CAUSES};
 
 /// Longest reason kept in a cause (characters); a longer one is cut.
 const MAX_REASON_CHARS: usize = 48;
@@ -146,17 +139,7 @@ impl NotStored {
     }
 }
 
-/// Causes sorted for display: most occurrences first, then by cause, [`OTHER_CAUSES`] last.
-pub(crate) fn sorted(causes: impl IntoIterator<Item = (String, u64)>) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = causes.into_iter().collect();
-    v.sort_by(|a, b| {
-        (a.0 == OTHER_CAUSES)
-            .cmp(&(b.0 == OTHER_CAUSES))
-            .then(b.1.cmp(&a.1))
-            .then(a.0.cmp(&b.0))
-    });
-    v
-}
+pub(crate) use crate::stats::sorted;
 
 #[cfg(test)]
 mod tests {
