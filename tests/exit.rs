@@ -3,27 +3,10 @@
 //! returns from `main` without `shutdown`; the real apiserver stores all 10. `cargo test`
 //! builds the examples before it runs any test.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use kevents_testkit::Target;
-
-/// The example built beside this test binary (`target/<profile>/examples/<name>`).
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is not built: run the tests with `cargo test` (which builds the examples)",
-        path.display()
-    );
-    path
-}
 
 kevents_testkit::real_apiserver_tests! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -37,7 +20,7 @@ kevents_testkit::real_apiserver_tests! {
             .expect("a real apiserver")
             .admin_kubeconfig
             .clone();
-        let probe = example("exit_without_shutdown");
+        let probe = kevents_testkit::example_binary("exit_without_shutdown");
         for run in 0..3 {
             let object = format!("exit-facade-{run}");
             let started = Instant::now();

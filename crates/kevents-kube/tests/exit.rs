@@ -5,25 +5,8 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The example built beside this test binary (`target/<profile>/examples/<name>`).
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is not built: run the tests with `cargo test` (which builds the examples)",
-        path.display()
-    );
-    path
-}
 
 /// Publishes 10 repeats about `name` with a drop-in over `client`, then drops it.
 async fn publish_and_drop(client: kube::Client, name: &str) {
@@ -110,7 +93,7 @@ kevents_testkit::real_apiserver_tests! {
             .expect("a real apiserver")
             .admin_kubeconfig
             .clone();
-        let probe = example("drop_in_exit_without_shutdown");
+        let probe = kevents_testkit::example_binary("drop_in_exit_without_shutdown");
         for run in 0..3 {
             let object = format!("exit-drop-in-{run}");
             let started = Instant::now();
@@ -159,7 +142,7 @@ kevents_testkit::real_apiserver_tests! {
             .expect("a real apiserver")
             .nobody_kubeconfig
             .clone();
-        let out = Command::new(example("drop_in_exit_without_shutdown"))
+        let out = Command::new(kevents_testkit::example_binary("drop_in_exit_without_shutdown"))
             .env("KUBECONFIG", &kubeconfig)
             .args(["default", "25", "exit-refused"])
             .output()

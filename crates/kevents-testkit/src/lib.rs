@@ -543,6 +543,25 @@ impl<S> Target<S> {
     }
 }
 
+/// The example `name` built beside the calling test binary (`target/<profile>/examples/`),
+/// for tests that run an example as a program; panics, saying how to build it, if it is not
+/// there (`cargo test` builds the examples before it runs any test; `--test` alone does not).
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run the tests with `cargo test` (which builds the examples) or \
+         `cargo build --examples` first",
+        path.display()
+    );
+    path
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
