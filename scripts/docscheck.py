@@ -40,6 +40,12 @@ Run from the repository root (or give ROOT). Exits 1 with one line per problem
     synchronous" or "synchronous core" is reported when the crate's src/ holds an `async fn`
     or an `async move` block.
 
+(e) The names of the two event APIs (docs/architecture.md, "Names of the two APIs"): every
+    item a row of its table names (the first backticked word of each cell) is in the public
+    API listing (api/*.txt), and no public name there says `V1` or `_v1` without the API it
+    means (`events_v1`, `EventsV1`, `EVENTS_V1`, `core_v1`, `CoreV1`, `CORE_V1`; Kubernetes
+    versions `V1_36` and the exec credential API's versions aside).
+
 --self-test builds a small tree in a temporary directory with one file missing from the
 table and one dangling doc path, and checks that both are reported (and that the fixed tree
 passes)."""
@@ -333,6 +339,67 @@ def check_sync_claims(root):
     return problems
 
 
+NAMES_HEADING = "## Names of the two APIs"
+API_ITEM = re.compile(r"\b(kevents[a-z_]*(?:::[A-Za-z0-9_]+)+)")
+API_MARKS = re.compile(r"events_v1|EventsV1|EVENTS_V1|core_v1|CoreV1|CORE_V1|V1_[0-9]+")
+BARE_V1 = re.compile(r"V1|_v1")
+# Not an event API: the exec credential plugin protocol's versions.
+NOT_EVENT_APIS = ("kevents_http::ExecApiVersion", "kevents_http::EXEC_API_V1")
+
+
+def api_items(root):
+    """Every item path of the public API listing (impl lines name no new item)."""
+    items = set()
+    api = os.path.join(root, "api")
+    if not os.path.isdir(api):
+        return items
+    for name in sorted(os.listdir(api)):
+        if not name.endswith(".txt"):
+            continue
+        for line in read_lines(os.path.join(api, name)):
+            bare = line.replace("#[doc(hidden)] ", "")
+            if bare.startswith("impl"):
+                continue
+            m = API_ITEM.search(bare)
+            if m:
+                items.add(m.group(1))
+    return items
+
+
+def check_names(root):
+    problems = []
+    items = api_items(root)
+    for item in sorted(items):
+        if item.startswith(NOT_EVENT_APIS):
+            continue
+        for seg in item.split("::"):
+            if BARE_V1.search(API_MARKS.sub("", seg)):
+                problems.append(f"api/: `{item}` names an event API by `V1`/`_v1` alone")
+                break
+    doc = os.path.join(root, "docs", "architecture.md")
+    if not os.path.exists(doc):
+        return problems
+    section = False
+    rows = 0
+    for n, line in enumerate(read_lines(doc), 1):
+        if line.startswith("## "):
+            section = line.strip() == NAMES_HEADING
+            continue
+        if not section or not line.startswith("| `"):
+            continue
+        rows += 1
+        for cell in line.strip().strip("|").split("|"):
+            m = CODE_SPAN.search(cell)
+            if not m:
+                continue
+            name = m.group(2).rstrip("!")
+            if name not in items:
+                problems.append(f"docs/architecture.md:{n}: `{name}` is not in the public API listing (api/)")
+    if items and rows == 0:
+        problems.append(f"docs/architecture.md: no table of twins under '{NAMES_HEADING}'")
+    return problems
+
+
 def check(root):
     _FILES.clear()
     problems = check_table(root)
@@ -340,6 +407,7 @@ def check(root):
         problems += check_paths(root, doc)
     problems += check_dependencies(root)
     problems += check_sync_claims(root)
+    problems += check_names(root)
     return problems
 
 
@@ -426,6 +494,22 @@ def self_test():
         got = check(root)
         if not any("kevents-x depends on tracing" in p for p in got):
             failures.append(f"an unnamed dependency is not reported: {got}")
+        # (e) a bare V1 in a public name, and a twin the listing does not have
+        write(root, "api/kevents-x.txt",
+              "pub fn kevents_x::Sink::write_events_v1(&self)\npub fn kevents_x::Sink::write(&self)\n")
+        with open(os.path.join(root, "docs/architecture.md"), "a", encoding="utf-8") as f:
+            f.write("\n" + NAMES_HEADING + "\n\n| core/v1 | events.k8s.io/v1 |\n|---|---|\n"
+                    "| `kevents_x::Sink::write` | `kevents_x::Sink::write_events_v1` |\n")
+        got = check(root)
+        if any("architecture.md" in p and "listing" in p for p in got) or any("api/" in p for p in got):
+            failures.append(f"a consistent names table reports problems: {got}")
+        write(root, "api/kevents-x.txt",
+              "pub fn kevents_x::Sink::write_v1(&self)\npub fn kevents_x::Sink::write(&self)\n")
+        got = check(root)
+        if not any("kevents_x::Sink::write_v1" in p and "alone" in p for p in got):
+            failures.append(f"a bare _v1 in a public name is not reported: {got}")
+        if not any("write_events_v1` is not in the public API listing" in p for p in got):
+            failures.append(f"a twin missing from the listing is not reported: {got}")
     for f in failures:
         print("self-test FAILED:", f)
     print("docscheck self-test:", "failed" if failures else "ok")

@@ -193,7 +193,11 @@ def main():
             trait = im.get("trait")
             if trait is not None:
                 neg = "!" if im.get("is_negative") else ""
-                emit("impl " + neg + trait["path"] + render_args(trait.get("args"), d) + " for " + path, hide)
+                # A kevents trait by its full path: the two event APIs' traits share a name
+                # (core_v1::EventSink, events_v1::EventSink), and their impls must not merge.
+                tp = paths.get(str(trait.get("id")), {}).get("path") or []
+                tname = "::".join(tp) if tp and tp[0].startswith("kevents") else trait["path"]
+                emit("impl " + neg + tname + render_args(trait.get("args"), d) + " for " + path, hide)
                 continue
             for member_id in im["items"]:
                 m = item(member_id)

@@ -60,13 +60,13 @@
 //! sink, so it takes at most three requests: usually one CREATE with `count: 3`, as the three
 //! calls come before the first write leaves (client-go would send a CREATE and two PATCHes).
 //! [`FakeRecorder`] stands in for the pipeline in unit tests; `Pipeline::builder(..)
-//! .sink_v1(..)` adds the `events.k8s.io/v1` API ([`events_v1`]).
+//! .sink_events_v1(..)` adds the `events.k8s.io/v1` API ([`events_v1`]).
 //!
 //! ## What is where
 //!
 //! The root holds what an application needs: [`Pipeline`] (built with
 //! [`Pipeline::builder`]), the [`Recorder`] handle, [`EventSource`], [`EventType`],
-//! [`ObjectReference`], the sinks' options ([`SinkOptions`], [`SinkOptionsV1`]) and entry
+//! [`ObjectReference`], the sinks' options ([`SinkOptions`], [`events_v1::SinkOptions`]) and entry
 //! points ([`HttpSink`], with the `kube-client` feature `KubeSink`), and the report and errors.
 //! The rest is in modules:
 //!
@@ -105,8 +105,14 @@ pub use kevents_actors as actors;
 pub use kevents_core as core;
 /// The core/v1 `Event` API (client-go `tools/record`): model, construction, sink, correlator.
 pub use kevents_core::core_v1;
-/// The `events.k8s.io/v1` API (client-go `tools/events`): model, construction, series, sink.
-pub use kevents_core::events_v1;
+/// The `events.k8s.io/v1` API (client-go `tools/events`): model, construction, series and
+/// sink (`kevents_core::events_v1`), and the pipeline's twins of the core/v1 items at the
+/// root, named alike: [`events_v1::SinkOptions`], [`events_v1::SinkSnapshot`]; the
+/// events.k8s.io/v1 calls are [`Recorder::events_v1`]'s.
+pub mod events_v1 {
+    pub use kevents_actors::events_v1::{DEFAULT_FRESHNESS, SinkOptions, SinkSnapshot};
+    pub use kevents_core::events_v1::*;
+}
 
 // What an application needs.
 /// With the facade's paths:
@@ -142,8 +148,9 @@ pub use kevents_actors::FakeRecorder;
 /// ```
 pub use kevents_actors::Pipeline;
 pub use kevents_actors::{
-    Emit, EventsV1Config, ObjectRecorder, PipelineBuilder, PipelineError, RecordError, Recorder,
-    ShutdownReport, SinkOptions, SinkOptionsV1, StartError, eventf, eventf_v1, terminated,
+    Emit, EventsV1Config, EventsV1Recorder, ObjectRecorder, PipelineBuilder, PipelineError,
+    RecordError, Recorder, ShutdownReport, SinkOptions, StartError, eventf, eventf_events_v1,
+    terminated,
 };
 pub use kevents_core::{EventSource, EventType, ObjectReference, Reference};
 

@@ -18,10 +18,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use kevents::actors::StatsSnapshot;
-use kevents::events_v1::{OccurrenceV1, Reporter};
-use kevents::{
-    EventSource, EventType, EventsV1Config, ObjectReference, Pipeline, SinkOptions, SinkOptionsV1,
-};
+use kevents::events_v1::Reporter;
+use kevents::{EventSource, EventType, EventsV1Config, ObjectReference, Pipeline, SinkOptions};
 use kevents_sim::MemoryApiServer;
 
 /// A core/v1 apiserver that refuses every write (403 Forbidden: a token without rights).
@@ -266,7 +264,7 @@ fn assert_served(m: &Scrape, s: &StatsSnapshot) {
             b.probes
         );
     }
-    for v in &s.series {
+    for v in &s.sinks_events_v1 {
         let n = v.name.as_str();
         let c = &v.cache;
         for (kind, value) in [
@@ -330,7 +328,11 @@ fn metrics_are_served_to_prometheus() {
                     ..SinkOptions::default()
                 },
             )
-            .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+            .sink_events_v1(
+                "v1",
+                api.clone(),
+                kevents::events_v1::SinkOptions::default(),
+            )
             // Refuses every write: the core/v1 occurrences are not stored there.
             .sink("refused", Forbidden, SinkOptions::default())
             .start();
@@ -344,7 +346,8 @@ fn metrics_are_served_to_prometheus() {
         }
         // events.k8s.io/v1: one CREATE.
         recorder
-            .event_v1(OccurrenceV1::new(
+            .events_v1()
+            .emit(kevents::events_v1::Occurrence::new(
                 ObjectReference::new("v1", "Pod", "default", "web-2"),
                 None,
                 EventType::Normal,

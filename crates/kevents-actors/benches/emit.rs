@@ -6,7 +6,7 @@
 //!   sink chain.
 //! - `object_recorder_event`: the same call on an `ObjectRecorder` bound to the pod
 //!   beforehand (`Recorder::for_object`).
-//! - `recorder_event_v1`: events.k8s.io/v1 `Recorder::eventf_v1` with a literal note (event
+//! - `recorder_event_v1`: events.k8s.io/v1 `Recorder::eventf_events_v1` with a literal note (event
 //!   built and validated with the server's rules at the call, intake), into a series sink
 //!   chain.
 
@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kevents_actors::{Emit, EventsV1Config, Pipeline, PipelineBuilder, SinkOptions, SinkOptionsV1};
+use kevents_actors::{Emit, EventsV1Config, Pipeline, PipelineBuilder, SinkOptions};
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference};
@@ -134,7 +134,11 @@ fn emit(c: &mut Criterion) {
                 "kevents.io/bench",
                 "bench-0",
             )))
-            .sink_v1("memory", MemoryApiServer::new(), SinkOptionsV1::default())
+            .sink_events_v1(
+                "memory",
+                MemoryApiServer::new(),
+                kevents_actors::events_v1::SinkOptions::default(),
+            )
     }) else {
         return;
     };
@@ -142,7 +146,7 @@ fn emit(c: &mut Criterion) {
     c.bench_function("recorder_event_v1", |b| {
         b.iter_custom(|iters| {
             v1.time_calls(iters, |i| {
-                let r = recorder.eventf_v1(
+                let r = recorder.events_v1().eventf(
                     &pods[i],
                     None,
                     EventType::Normal,

@@ -8,18 +8,18 @@
 
 use std::time::{Duration, Instant};
 
-use kevents_actors::{IntakePolicy, Pipeline, SinkOptionsV1, WatcherPolicy};
-use kevents_core::events_v1::{Event, EventSinkV1, OccurrenceV1, SeriesOptions, SinkFutureV1};
+use kevents_actors::{IntakePolicy, Pipeline, WatcherPolicy};
+use kevents_core::events_v1::{Event, SeriesOptions};
 use kevents_core::{EventSource, EventType, ObjectReference, Stored};
 
 /// Answers every request with "stored as sent".
 struct NullSink;
 
-impl EventSinkV1 for NullSink {
-    fn create_v1(&self, _: &Event) -> SinkFutureV1 {
+impl kevents_core::events_v1::EventSink for NullSink {
+    fn create_events_v1(&self, _: &Event) -> kevents_core::events_v1::SinkFuture {
         Box::pin(async { Ok(Stored::AsSent) })
     }
-    fn patch_v1(&self, _: &Event, _: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(&self, _: &Event, _: &[u8]) -> kevents_core::events_v1::SinkFuture {
         Box::pin(async { Ok(Stored::AsSent) })
     }
 }
@@ -51,7 +51,7 @@ fn main() {
             .map(|i| ObjectReference::new("v1", "Pod", "bench", format!("pod-{i}")))
             .collect();
         let occ = |i: usize| {
-            OccurrenceV1::new(
+            kevents_core::events_v1::Occurrence::new(
                 objects[i % open].clone(),
                 None,
                 EventType::Warning,
@@ -62,10 +62,10 @@ fn main() {
         };
         let pipeline = Pipeline::builder(EventSource::new("kevents.io/bench", "node"))
             .intake(IntakePolicy::DropIfFull { capacity: 10_000 })
-            .sink_v1(
+            .sink_events_v1(
                 "null",
                 NullSink,
-                SinkOptionsV1 {
+                kevents_actors::events_v1::SinkOptions {
                     series: SeriesOptions {
                         max_entries: open * 2,
                         ..Default::default()
@@ -85,7 +85,7 @@ fn main() {
         for round in 0..2 {
             for i in 0..open {
                 let c = Instant::now();
-                r.event_v1_wait(occ(i)).await.expect("valid");
+                r.events_v1().emit_wait(occ(i)).await.expect("valid");
                 caller += c.elapsed();
                 let _ = round;
             }
@@ -99,19 +99,19 @@ fn main() {
         let mut caller_rep = Duration::ZERO;
         for i in 0..repeats {
             let c = Instant::now();
-            r.event_v1_wait(occ(i)).await.expect("valid");
+            r.events_v1().emit_wait(occ(i)).await.expect("valid");
             caller_rep += c.elapsed();
         }
         pipeline.flush().await.expect("flush");
         let repeat_total = t.elapsed();
         let stats = pipeline.stats();
-        let s = stats.sink_v1("null").expect("series stats").clone();
+        let s = stats.sink_events_v1("null").expect("series stats").clone();
         let rss_repeats = rss_kib();
 
         let t = Instant::now();
         let report = pipeline.shutdown(Duration::from_secs(600)).await;
         let flush_total = t.elapsed();
-        let f = report.stats.sink_v1("null").expect("series stats");
+        let f = report.stats.sink_events_v1("null").expect("series stats");
         let per = |d: Duration, n: usize| d.as_nanos() as f64 / n.max(1) as f64;
         println!(
             "{{\"open_series\":{open},\"repeats\":{repeats},\

@@ -1,5 +1,5 @@
 //! The one contract by which the pipeline spawns a sink chain, the same for both APIs: the
-//! builder (at start) and [`Pipeline::add_sink`] / [`Pipeline::add_sink_v1`] (later)
+//! builder (at start) and [`Pipeline::add_sink`] / [`Pipeline::add_sink_events_v1`] (later)
 //! hand a chain's spec the pipeline's [`ChainEnv`] and get back a [`Spawned`] chain, with its
 //! counters registered and its watcher queue built, to register with the broadcaster.
 //!
@@ -10,7 +10,7 @@
 //! ```
 //!
 //! [`Pipeline::add_sink`]: crate::Pipeline::add_sink
-//! [`Pipeline::add_sink_v1`]: crate::Pipeline::add_sink_v1
+//! [`Pipeline::add_sink_events_v1`]: crate::Pipeline::add_sink_events_v1
 
 use std::sync::Arc;
 

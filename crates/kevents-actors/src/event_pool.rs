@@ -38,14 +38,14 @@ impl EventPool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
-        recycled.unwrap_or_else(|| Arc::new(Recorded::Core(Event::default())))
+        recycled.unwrap_or_else(|| Arc::new(Recorded::CoreV1(Event::default())))
     }
 
     /// Keeps `record` for a later [`take`](Self::take) if nothing else holds it, it is a
     /// core/v1 event with small strings and the pool has room; otherwise drops it.
     pub(crate) fn give(&self, mut record: Arc<Recorded>) {
         let small = match Arc::get_mut(&mut record) {
-            Some(Recorded::Core(e)) => small(e),
+            Some(Recorded::CoreV1(e)) => small(e),
             _ => false,
         };
         if small {
@@ -93,7 +93,7 @@ mod tests {
     use super::*;
 
     fn core(message: &str) -> Arc<Recorded> {
-        Arc::new(Recorded::Core(Event {
+        Arc::new(Recorded::CoreV1(Event {
             message: message.into(),
             ..Event::default()
         }))
@@ -120,11 +120,11 @@ mod tests {
         assert_eq!(pool.len(), EventPool::CAPACITY - 1);
         assert_eq!(
             Arc::get_mut(&mut taken)
-                .and_then(|r| r.core())
+                .and_then(|r| r.core_v1())
                 .map(|e| e.message.as_str()),
             Some("m")
         );
         let empty = EventPool::default();
-        assert_eq!(*empty.take(), Recorded::Core(Event::default()));
+        assert_eq!(*empty.take(), Recorded::CoreV1(Event::default()));
     }
 }

@@ -16,7 +16,7 @@
 //!                                           ▼           │      shutdown flush)
 //!                                          SinkActor ───┘ WriteDone  │
 //!                                          (Supervisor)              │
-//!                                           └── keyed writer engine ─┘── EventSink / EventSinkV1
+//!                                           └── keyed writer engine ─┘── EventSink / events_v1::EventSink
 //! ```
 //!
 //! * [`Recorder`]: the handle users call (`event`, [`eventf!`], `annotated_event`); it never
@@ -28,10 +28,10 @@
 //! * Watchers are any actix actor handling [`EventMessage`], registered with a
 //!   [`WatcherPolicy`]; a core/v1 sink chain ([`PipelineBuilder::sink`],
 //!   [`Pipeline::add_sink`]) and an events.k8s.io/v1 series chain
-//!   ([`PipelineBuilder::sink_v1`], [`Pipeline::add_sink_v1`]) are watchers too,
+//!   ([`PipelineBuilder::sink_events_v1`], [`Pipeline::add_sink_events_v1`]) are watchers too,
 //!   peers: spawned the same way, counted the same way, and a panicking sink of either
 //!   restarts its supervised actor, which keeps its queue.
-//! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`stats`]).
+//! * Every drop is counted ([`StatsSnapshot`], and the `metrics` facade, see [`describe_metrics`] and `docs/metrics.md`).
 //! * [`FakeRecorder`] for users' unit tests.
 //!
 //! See `docs/semantics.md` for the delivery guarantees and `docs/architecture.md` for the actors
@@ -69,7 +69,7 @@ mod fast_map;
 mod message;
 mod overflow;
 mod policy;
-pub mod stats;
+mod stats;
 mod telemetry;
 // Flow control and the registry of what exists.
 mod budget;
@@ -81,7 +81,7 @@ mod intake_item;
 mod broadcaster;
 mod chain;
 mod core_v1;
-mod events_v1;
+pub mod events_v1;
 mod logging;
 mod recorder;
 mod writer;
@@ -94,7 +94,6 @@ pub use budget::{
 };
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};
-pub use events_v1::{DEFAULT_FRESHNESS, SinkOptionsV1};
 pub use intake_item::{CoreCalls, EventsV1Config};
 pub use logging::{LogStyle, LoggingWatcher, client_go_line};
 pub use message::{DeliverySlot, EventMessage, Recorded};
@@ -108,10 +107,11 @@ pub use policy::{
 };
 pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{
-    DropReason, Emit, FakeEvent, FakeRecorder, ObjectRecorder, RecordError, Recorder,
+    DropReason, Emit, EventsV1Recorder, FakeEvent, FakeRecorder, ObjectRecorder, RecordError,
+    Recorder,
 };
 pub use stats::{
-    BudgetSnapshot, MAX_NOT_STORED_CAUSES, OTHER_CAUSES, SeriesSnapshot, SinkSnapshot,
-    StatsSnapshot, WatcherSnapshot,
+    BudgetSnapshot, MAX_NOT_STORED_CAUSES, OTHER_CAUSES, SinkSnapshot, StatsSnapshot,
+    WatcherSnapshot,
 };
 pub use telemetry::names::describe_metrics;

@@ -35,7 +35,7 @@ pub enum LogStyle {
 ///
 /// # actix::System::new().block_on(async {
 /// let addr = LoggingWatcher::new(LogStyle::Both).start();
-/// addr.send(EventMessage::new(0, Recorded::Core(Event::default()))).await.unwrap();
+/// addr.send(EventMessage::new(0, Recorded::CoreV1(Event::default()))).await.unwrap();
 /// # });
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -90,7 +90,7 @@ impl Handler<EventMessage> for LoggingWatcher {
                     self.log(&repeat);
                 }
             }
-        } else if let Some(e) = msg.event_v1() {
+        } else if let Some(e) = msg.event_events_v1() {
             log_v1(self.style, e);
             if let Some(r) = repeats {
                 let repeat = v1_repeat(e, r.last);

@@ -12,19 +12,19 @@ use crate::overflow::{Identity, IdentityBuilder, Repeats, reference_fields, v1_i
 ///
 /// The enum is `#[non_exhaustive]` so that a second event API (events.k8s.io/v1) can add a
 /// variant without breaking watchers: a watcher that only understands core/v1 events matches
-/// [`Recorded::Core`] and ignores the rest.
+/// [`Recorded::CoreV1`] and ignores the rest.
 ///
 /// ```
 /// use kevents_actors::Recorded;
 /// use kevents_core::Event;
-/// let r = Recorded::Core(Event::default());
-/// assert!(r.core().is_some());
+/// let r = Recorded::CoreV1(Event::default());
+/// assert!(r.core_v1().is_some());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Recorded {
     /// A core/v1 `Event` built by the recorder (client-go `tools/record`).
-    Core(Event),
+    CoreV1(Event),
     /// An `events.k8s.io/v1` event built and validated by the recorder (client-go
     /// `tools/events`), before any series bookkeeping (the series sink chain does that).
     EventsV1(kevents_core::events_v1::Event),
@@ -32,9 +32,9 @@ pub enum Recorded {
 
 impl Recorded {
     /// The core/v1 event, if this is one.
-    pub fn core(&self) -> Option<&Event> {
+    pub fn core_v1(&self) -> Option<&Event> {
         match self {
-            Recorded::Core(e) => Some(e),
+            Recorded::CoreV1(e) => Some(e),
             Recorded::EventsV1(_) => None,
         }
     }
@@ -43,13 +43,14 @@ impl Recorded {
     ///
     /// ```
     /// use kevents_actors::Recorded;
-    /// let r = Recorded::EventsV1(kevents_core::events_v1::Event::default());
-    /// assert!(r.events_v1().is_some() && r.core().is_none());
+    /// use kevents_core::events_v1::Event;
+    /// let r = Recorded::EventsV1(Event::default());
+    /// assert!(r.events_v1().is_some() && r.core_v1().is_none());
     /// ```
     pub fn events_v1(&self) -> Option<&kevents_core::events_v1::Event> {
         match self {
             Recorded::EventsV1(e) => Some(e),
-            Recorded::Core(_) => None,
+            Recorded::CoreV1(_) => None,
         }
     }
 
@@ -59,7 +60,7 @@ impl Recorded {
     pub(crate) fn identity(&self) -> Identity {
         let mut b = IdentityBuilder::with_capacity(256);
         match self {
-            Recorded::Core(e) => {
+            Recorded::CoreV1(e) => {
                 b.tag(1);
                 for f in reference_fields(&e.involved_object) {
                     b.field(f);
@@ -85,14 +86,14 @@ impl Recorded {
     /// When the event (its newest occurrence) was recorded.
     pub(crate) fn at(&self) -> Time {
         match self {
-            Recorded::Core(e) => e.last_timestamp.unwrap_or_default(),
+            Recorded::CoreV1(e) => e.last_timestamp.unwrap_or_default(),
             Recorded::EventsV1(e) => e.event_time.unwrap_or_default(),
         }
     }
 }
 
 /// A core/v1 event shared between the correlator actor and the sink actor instead of moved:
-/// the broadcaster's `Arc<Recorded>`, which always holds a [`Recorded::Core`]. An event is
+/// the broadcaster's `Arc<Recorded>`, which always holds a [`Recorded::CoreV1`]. An event is
 /// built once into it and then correlated in place ([`SharedCore::make_mut`], a copy only
 /// when another watcher holds it too), queued, written and retried without moving its 800
 /// bytes again (before, four `memcpy`s per event between the stages).
@@ -102,12 +103,12 @@ pub(crate) struct SharedCore(Arc<Recorded>);
 impl SharedCore {
     /// Shares a new event.
     pub(crate) fn new(event: Event) -> Self {
-        SharedCore(Arc::new(Recorded::Core(event)))
+        SharedCore(Arc::new(Recorded::CoreV1(event)))
     }
 
     /// The broadcaster's record, if it holds a core/v1 event.
     pub(crate) fn from_recorded(record: Arc<Recorded>) -> Option<Self> {
-        record.core().is_some().then_some(SharedCore(record))
+        record.core_v1().is_some().then_some(SharedCore(record))
     }
 
     /// The shared record (to give back to the pipeline's `EventPool`).
@@ -118,7 +119,7 @@ impl SharedCore {
     /// The event, to change in place: copied first only if it is shared.
     pub(crate) fn make_mut(&mut self) -> &mut Event {
         match Arc::make_mut(&mut self.0) {
-            Recorded::Core(e) => e,
+            Recorded::CoreV1(e) => e,
             // `new` and `from_recorded` only ever wrap core/v1 events.
             Recorded::EventsV1(_) => unreachable!("SharedCore holds a core/v1 event"),
         }
@@ -130,7 +131,7 @@ impl std::ops::Deref for SharedCore {
 
     fn deref(&self) -> &Event {
         match &*self.0 {
-            Recorded::Core(e) => e,
+            Recorded::CoreV1(e) => e,
             Recorded::EventsV1(_) => unreachable!("SharedCore holds a core/v1 event"),
         }
     }
@@ -295,7 +296,7 @@ impl EventMessage {
     /// ```
     /// use kevents_actors::{EventMessage, Recorded, Repeats};
     /// use kevents_core::{Event, Time};
-    /// let m = EventMessage::new(0, Recorded::Core(Event::default()))
+    /// let m = EventMessage::new(0, Recorded::CoreV1(Event::default()))
     ///     .with_repeats(Repeats { more: 4, last: Time::from_unix_nanos(5) });
     /// assert_eq!(m.occurrences(), 5);
     /// ```
@@ -347,11 +348,11 @@ impl EventMessage {
 
     /// The core/v1 event, if this is one.
     pub fn event(&self) -> Option<&Event> {
-        self.record.core()
+        self.record.core_v1()
     }
 
     /// The `events.k8s.io/v1` event, if this is one.
-    pub fn event_v1(&self) -> Option<&kevents_core::events_v1::Event> {
+    pub fn event_events_v1(&self) -> Option<&kevents_core::events_v1::Event> {
         self.record.events_v1()
     }
 
@@ -377,20 +378,20 @@ mod tests {
     /// copied (the other holder keeps the original) when it is shared.
     #[test]
     fn shared_core_changes_in_place_unless_shared() {
-        let record = Arc::new(Recorded::Core(event("a")));
+        let record = Arc::new(Recorded::CoreV1(event("a")));
         let at = Arc::as_ptr(&record);
         let mut only = SharedCore::from_recorded(record).expect("a core event");
         only.make_mut().count = 2;
         assert_eq!(Arc::as_ptr(&only.0), at, "not copied");
         assert_eq!(only.count, 2);
 
-        let record = Arc::new(Recorded::Core(event("b")));
+        let record = Arc::new(Recorded::CoreV1(event("b")));
         let other = Arc::clone(&record);
         let mut mine = SharedCore::from_recorded(record).expect("a core event");
         mine.make_mut().count = 5;
         assert_eq!(mine.count, 5);
         assert_eq!(
-            other.core().map(|e| e.count),
+            other.core_v1().map(|e| e.count),
             Some(1),
             "the other holder's is unchanged"
         );

@@ -104,7 +104,7 @@ impl Registry {
             intake_bytes: self.intake_bytes.get().map_or(0, |b| b.used() as u64),
             watchers: lock(&self.watchers).iter().map(|w| w.snapshot()).collect(),
             sinks: lock(&self.sinks).iter().map(|s| s.snapshot()).collect(),
-            series: lock(&self.series).iter().map(|s| s.snapshot()).collect(),
+            sinks_events_v1: lock(&self.series).iter().map(|s| s.snapshot()).collect(),
             budgets: lock(&self.budgets).iter().map(|b| b.snapshot()).collect(),
         }
     }

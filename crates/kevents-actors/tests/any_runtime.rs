@@ -5,10 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kevents_actors::{
-    EventsV1Config, Pipeline, PipelineError, SinkOptions, SinkOptionsV1, WatcherPolicy,
-};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::{EventsV1Config, Pipeline, PipelineError, SinkOptions, WatcherPolicy};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference, Time, VirtualClock};
 use kevents_sim::MemoryApiServer;
 
@@ -189,13 +187,18 @@ fn the_report_counts_both_chains() {
             "example.com/ctl",
             "ctl-1",
         )))
-        .sink_v1("apiserver", api_v1.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "apiserver",
+            api_v1.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .sink("apiserver", api.clone(), SinkOptions::default())
         .start();
     let recorder = pipeline.recorder();
     for _ in 0..3 {
         recorder
-            .event_v1(OccurrenceV1::new(
+            .events_v1()
+            .emit(kevents_core::events_v1::Occurrence::new(
                 pod(),
                 None,
                 EventType::Normal,
@@ -212,7 +215,10 @@ fn the_report_counts_both_chains() {
         .shutdown_blocking(Duration::from_secs(10))
         .expect("no runtime here");
     assert!(report.completed, "{report}");
-    let series = report.stats.sink_v1("apiserver").expect("series chain");
+    let series = report
+        .stats
+        .sink_events_v1("apiserver")
+        .expect("series chain");
     let sink = report.stats.sink("apiserver").expect("core/v1 chain");
     assert!(series.delivered() >= 2, "{report:?}");
     assert_eq!(sink.delivered(), 1);
@@ -220,7 +226,7 @@ fn the_report_counts_both_chains() {
     assert_eq!(report.created(), series.created + sink.created);
     assert_eq!(report.failed(), 0);
     assert_eq!(
-        api_v1.list_v1()[0].series.as_ref().map(|s| s.count),
+        api_v1.list_events_v1()[0].series.as_ref().map(|s| s.count),
         Some(3)
     );
     assert_eq!(api.list()[0].count, 1);

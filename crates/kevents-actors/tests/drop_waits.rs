@@ -159,27 +159,27 @@ struct Gated {
     gate: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
-impl kevents_core::events_v1::EventSinkV1 for Gated {
-    fn create_v1(
+impl kevents_core::events_v1::EventSink for Gated {
+    fn create_events_v1(
         &self,
         event: &kevents_core::events_v1::Event,
-    ) -> kevents_core::events_v1::SinkFutureV1 {
+    ) -> kevents_core::events_v1::SinkFuture {
         let (this, event) = (self.clone(), event.clone());
         Box::pin(async move {
             let _permit = this.gate.acquire().await;
-            this.api.create_v1_now(&event).map(Stored::from)
+            this.api.create_now_events_v1(&event).map(Stored::from)
         })
     }
-    fn patch_v1(
+    fn patch_events_v1(
         &self,
         event: &kevents_core::events_v1::Event,
         patch: &[u8],
-    ) -> kevents_core::events_v1::SinkFutureV1 {
+    ) -> kevents_core::events_v1::SinkFuture {
         let (this, event, patch) = (self.clone(), event.clone(), patch.to_vec());
         Box::pin(async move {
             let _permit = this.gate.acquire().await;
             this.api
-                .patch_v1_now(&event.metadata.namespace, &event.metadata.name, &patch)
+                .patch_now_events_v1(&event.metadata.namespace, &event.metadata.name, &patch)
                 .map(Stored::from)
         })
     }
@@ -189,19 +189,19 @@ impl kevents_core::events_v1::EventSinkV1 for Gated {
 fn unwritten_counts_occurrences_once() {
     // 10 repeats while the CREATE and the series' first PATCH wait for the server: 10
     // occurrences are unwritten (not 12: the two writes hold watcher slots, not more).
-    use kevents_actors::{EventsV1Config, SinkOptionsV1};
-    use kevents_core::events_v1::{OccurrenceV1, Reporter};
+    use kevents_actors::EventsV1Config;
+    use kevents_core::events_v1::Reporter;
     let api = MemoryApiServer::new();
     let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
     let pipeline = Pipeline::builder(EventSource::new("ctl", "host"))
         .events_v1(EventsV1Config::new(Reporter::with_instance("ctl", "ctl-0")))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             Gated {
                 api: api.clone(),
                 gate: std::sync::Arc::clone(&gate),
             },
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 freshness: None,
                 ..Default::default()
             },
@@ -210,7 +210,7 @@ fn unwritten_counts_occurrences_once() {
         .expect("started");
     let pod = ObjectReference::new("v1", "Pod", "ns", "a").with_uid("a");
     for _ in 0..10 {
-        let occ = OccurrenceV1::new(
+        let occ = kevents_core::events_v1::Occurrence::new(
             pod.clone(),
             None,
             EventType::Warning,
@@ -218,9 +218,9 @@ fn unwritten_counts_occurrences_once() {
             "Restart",
             "x",
         );
-        pipeline.recorder().event_v1(occ).expect("recorded");
+        pipeline.recorder().events_v1().emit(occ).expect("recorded");
     }
-    let observed = || pipeline.stats().series[0].cache.observed;
+    let observed = || pipeline.stats().sinks_events_v1[0].cache.observed;
     let start = std::time::Instant::now();
     while observed() < 10 && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(5));
@@ -228,12 +228,16 @@ fn unwritten_counts_occurrences_once() {
     // The series' in-memory count is summed at most every 20 ms.
     std::thread::sleep(Duration::from_millis(50));
     let stats = pipeline.stats();
-    assert_eq!(stats.series[0].queued, 2, "{:?}", stats.series);
+    assert_eq!(
+        stats.sinks_events_v1[0].queued, 2,
+        "{:?}",
+        stats.sinks_events_v1
+    );
     assert_eq!(stats.unwritten(), 10, "{stats:?}");
     gate.add_permits(1_000);
     let report = pipeline
         .shutdown_blocking(Duration::from_secs(5))
         .expect("shut down");
     assert_eq!(report.stats.unwritten(), 0, "{report}");
-    assert_eq!(api.list_v1()[0].series.map(|s| s.count), Some(10));
+    assert_eq!(api.list_events_v1()[0].series.map(|s| s.count), Some(10));
 }

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SinkOptions, SinkOptionsV1, TokioClock};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptions, TokioClock};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{CorrelatorOptions, EventSource, EventType, ObjectReference, Time};
 use kevents_sim::MemoryApiServer;
 
@@ -56,10 +56,10 @@ fn v1_pipeline(api: &MemoryApiServer) -> Pipeline {
             Time::parse_rfc3339("2021-01-01T00:00:00Z").unwrap(),
         )))
         .events_v1(EventsV1Config::new(Reporter::with_instance("ctl", "ctl-0")))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             api.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 // No live counts: the repeats stay in memory until the drop.
                 freshness: None,
                 ..Default::default()
@@ -68,8 +68,8 @@ fn v1_pipeline(api: &MemoryApiServer) -> Pipeline {
         .start()
 }
 
-fn backoff() -> OccurrenceV1 {
-    OccurrenceV1::new(
+fn backoff() -> kevents_core::events_v1::Occurrence {
+    kevents_core::events_v1::Occurrence::new(
         ObjectReference::new("v1", "Pod", "ns", "a").with_uid("a"),
         None,
         EventType::Warning,
@@ -86,12 +86,12 @@ async fn dropping_a_pipeline_with_unwritten_counts_warns_and_writes_them() {
     let p = v1_pipeline(&api);
     let r = p.recorder();
     for _ in 0..6 {
-        r.event_v1(backoff()).unwrap();
+        r.events_v1().emit(backoff()).unwrap();
     }
     p.flush().await.unwrap();
-    let count = || api.list_v1()[0].series.map(|s| s.count);
+    let count = || api.list_events_v1()[0].series.map(|s| s.count);
     assert_eq!(count(), Some(2));
-    assert_eq!(p.stats().unwritten(), 4, "{:?}", p.stats().series);
+    assert_eq!(p.stats().unwritten(), 4, "{:?}", p.stats().sinks_events_v1);
 
     let logs = logs_of(|| drop(p));
     assert!(logs.contains("WARN"), "{logs}");
@@ -103,7 +103,7 @@ async fn dropping_a_pipeline_with_unwritten_counts_warns_and_writes_them() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(count(), Some(6));
     // The handle outlives the pipeline and keeps recording into the same series.
-    r.event_v1(backoff()).unwrap();
+    r.events_v1().emit(backoff()).unwrap();
 }
 
 #[actix_rt::test]
@@ -143,7 +143,7 @@ async fn dropping_a_pipeline_with_held_spam_tails_writes_them() {
 async fn nothing_unwritten_nothing_said() {
     let api = MemoryApiServer::new();
     let p = v1_pipeline(&api);
-    p.recorder().event_v1(backoff()).unwrap();
+    p.recorder().events_v1().emit(backoff()).unwrap();
     p.flush().await.unwrap();
     assert_eq!(p.stats().unwritten(), 0);
     let logs = logs_of(|| drop(p));
@@ -151,7 +151,7 @@ async fn nothing_unwritten_nothing_said() {
 
     let p = v1_pipeline(&api);
     for _ in 0..3 {
-        p.recorder().event_v1(backoff()).unwrap();
+        p.recorder().events_v1().emit(backoff()).unwrap();
     }
     p.flush().await.unwrap();
     // Unwritten counts, but shut down: the drop inside `shutdown` says nothing.

@@ -1,13 +1,14 @@
 //! Live counts (kevents' default, not client-go's): an events.k8s.io/v1 series' count reaches
-//! the sink within `SinkOptionsV1::freshness`, one coalesced PATCH per interval, under
+//! the sink within `events_v1::SinkOptions::freshness`, one coalesced PATCH per interval, under
 //! tokio's paused clock.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kevents_actors::{DEFAULT_FRESHNESS, EventsV1Config, Pipeline, SinkOptionsV1, TokioClock};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::events_v1::DEFAULT_FRESHNESS;
+use kevents_actors::{EventsV1Config, Pipeline, TokioClock};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference, Time, events_v1};
 use kevents_sim::MemoryApiServer;
 
@@ -23,10 +24,10 @@ fn pipeline(api: &MemoryApiServer, freshness: Option<Duration>) -> Pipeline {
         .events_v1(EventsV1Config::new(Reporter::with_instance(
             "ctl", "ctl-host",
         )))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             api.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 freshness,
                 ..Default::default()
             },
@@ -34,8 +35,8 @@ fn pipeline(api: &MemoryApiServer, freshness: Option<Duration>) -> Pipeline {
         .start()
 }
 
-fn backoff(pod: &str) -> OccurrenceV1 {
-    OccurrenceV1::new(
+fn backoff(pod: &str) -> kevents_core::events_v1::Occurrence {
+    kevents_core::events_v1::Occurrence::new(
         ObjectReference::new("v1", "Pod", "ns", pod).with_uid(pod),
         None,
         EventType::Warning,
@@ -46,7 +47,7 @@ fn backoff(pod: &str) -> OccurrenceV1 {
 }
 
 fn stored_count(api: &MemoryApiServer, pod: &str) -> Option<i32> {
-    let all: Vec<events_v1::Event> = api.list_v1();
+    let all: Vec<events_v1::Event> = api.list_events_v1();
     all.iter()
         .find(|e| e.regarding.name == pod)
         .and_then(|e| e.series.map(|s| s.count))
@@ -63,7 +64,7 @@ async fn a_series_count_reaches_the_sink_within_the_freshness_interval() {
     let start = tokio::time::Instant::now();
     let r = p.recorder();
     for _ in 0..10 {
-        r.event_v1(backoff("a")).unwrap();
+        r.events_v1().emit(backoff("a")).unwrap();
         p.flush().await.unwrap();
         tokio::time::sleep(SEC).await;
     }
@@ -79,13 +80,13 @@ async fn a_series_count_reaches_the_sink_within_the_freshness_interval() {
         "live within the interval"
     );
     assert_eq!(api.request_counts(), (1, 2), "one coalesced PATCH");
-    let s = p.stats().sink_v1("v1").unwrap().clone();
+    let s = p.stats().sink_events_v1("v1").unwrap().clone();
     assert_eq!((s.refreshed, s.unwritten), (1, 0));
 
     // Five more at 70..74 s: stored by 130 s, again in one PATCH.
     tokio::time::sleep_until(start + 70 * SEC).await;
     for _ in 0..5 {
-        r.event_v1(backoff("a")).unwrap();
+        r.events_v1().emit(backoff("a")).unwrap();
         p.flush().await.unwrap();
         tokio::time::sleep(SEC).await;
     }
@@ -100,7 +101,7 @@ async fn a_series_count_reaches_the_sink_within_the_freshness_interval() {
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (1, 3));
     let stats = p.stats();
-    let s = stats.sink_v1("v1").unwrap();
+    let s = stats.sink_events_v1("v1").unwrap();
     assert_eq!((s.refreshed, s.cache.finished, s.cache.entries), (2, 1, 0));
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
@@ -117,7 +118,7 @@ async fn live_counts_are_coalesced_per_series_and_interval() {
     let pods: Vec<String> = (0..20).map(|i| format!("p{i}")).collect();
     for round in 0..25 {
         for pod in &pods {
-            r.event_v1(backoff(pod)).unwrap();
+            r.events_v1().emit(backoff(pod)).unwrap();
         }
         p.flush().await.unwrap();
         tokio::time::sleep_until(start + (round + 1) * SEC).await;
@@ -130,7 +131,7 @@ async fn live_counts_are_coalesced_per_series_and_interval() {
         assert_eq!(stored_count(&api, pod), Some(25), "{pod}");
     }
     assert_eq!(api.request_counts(), (20, 40), "one refresh per series");
-    assert_eq!(p.stats().sink_v1("v1").unwrap().refreshed, 20);
+    assert_eq!(p.stats().sink_events_v1("v1").unwrap().refreshed, 20);
     p.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -142,18 +143,18 @@ async fn without_freshness_the_count_waits_for_client_go_timers() {
     let p = pipeline(&api, None);
     let r = p.recorder();
     for _ in 0..7 {
-        r.event_v1(backoff("a")).unwrap();
+        r.events_v1().emit(backoff("a")).unwrap();
         p.flush().await.unwrap();
         tokio::time::sleep(SEC).await;
     }
     tokio::time::sleep(5 * 60 * SEC).await;
     p.flush().await.unwrap();
     assert_eq!(stored_count(&api, "a"), Some(2));
-    let s = p.stats().sink_v1("v1").unwrap().clone();
+    let s = p.stats().sink_events_v1("v1").unwrap().clone();
     assert_eq!((s.refreshed, s.unwritten), (0, 5));
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert_eq!(stored_count(&api, "a"), Some(7), "the shutdown flush");
-    assert_eq!(report.stats.sink_v1("v1").unwrap().unwritten, 0);
+    assert_eq!(report.stats.sink_events_v1("v1").unwrap().unwritten, 0);
 }
 
 /// The core/v1 chain's defaults defer spam-filtered tails: 30 repeats through client-go's

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kevents_actors::{
-    EventsV1Config, Pipeline, RetryPolicy, ShutdownReport, SinkOptions, SinkOptionsV1, WriteBudget,
+    EventsV1Config, Pipeline, RetryPolicy, ShutdownReport, SinkOptions, WriteBudget,
 };
-use kevents_core::events_v1::{self, EventSinkV1, OccurrenceV1, Reporter, SinkFutureV1};
+use kevents_core::events_v1::{self, Reporter};
 use kevents_core::{
     CorrelatorOptions, Event, EventSink, EventSource, EventType, ObjectReference, SinkError,
     SinkFuture, Status,
@@ -91,24 +91,28 @@ impl EventSink for Gate {
     }
 }
 
-impl EventSinkV1 for Gate {
-    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
+impl kevents_core::events_v1::EventSink for Gate {
+    fn create_events_v1(&self, event: &events_v1::Event) -> kevents_core::events_v1::SinkFuture {
         self.creates.fetch_add(1, Ordering::SeqCst);
         let r = match self.forbidden("create", "events.k8s.io", &event.metadata.namespace) {
             Some(e) => Err(e),
-            None => self.api.create_v1_now(event).map(Into::into),
+            None => self.api.create_now_events_v1(event).map(Into::into),
         };
         Box::pin(later(r))
     }
 
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
         self.patches.fetch_add(1, Ordering::SeqCst);
         let ns = &event.metadata.namespace;
         let r = match self.forbidden("patch", "events.k8s.io", ns) {
             Some(e) => Err(e),
             None => self
                 .api
-                .patch_v1_now(ns, &event.metadata.name, patch)
+                .patch_now_events_v1(ns, &event.metadata.name, patch)
                 .map(Into::into),
         };
         Box::pin(later(r))
@@ -129,13 +133,13 @@ fn v1_pipeline(gate: &Gate) -> Pipeline {
             "kevents.io/refusals",
             "refusals-0",
         )))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             gate.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 retry: retry(),
                 budget: Some(WriteBudget::off()),
-                ..SinkOptionsV1::default()
+                ..kevents_actors::events_v1::SinkOptions::default()
             },
         )
         .start()
@@ -164,8 +168,8 @@ fn pod() -> ObjectReference {
     ObjectReference::new("v1", "Pod", "default", "web-1").with_uid("uid-web-1")
 }
 
-fn backoff_v1() -> OccurrenceV1 {
-    OccurrenceV1::new(
+fn backoff_v1() -> kevents_core::events_v1::Occurrence {
+    kevents_core::events_v1::Occurrence::new(
         pod(),
         None,
         EventType::Warning,
@@ -181,7 +185,10 @@ const CORE_CAUSE: &str = "403 Forbidden: create core/v1 events in namespace \"de
 /// Records `n` occurrences of the event, waits until the pipeline has handled them all.
 async fn record_v1(p: &Pipeline, n: usize) {
     for _ in 0..n {
-        p.recorder().event_v1(backoff_v1()).expect("recorded");
+        p.recorder()
+            .events_v1()
+            .emit(backoff_v1())
+            .expect("recorded");
     }
     p.flush().await.expect("flushed");
 }
@@ -222,14 +229,14 @@ async fn events_v1_a_refused_series_is_25_occurrences_not_stored_and_never_patch
     assert!(creates >= 1);
     let report = p.shutdown(Duration::from_secs(10)).await;
     assert!(report.completed, "{report:?}");
-    let s = report.stats.sink_v1("v1").expect("the series chain");
+    let s = report.stats.sink_events_v1("v1").expect("the series chain");
     assert_eq!(s.not_stored, 25, "{s:?}");
     assert_eq!(s.not_stored_by_cause, [(V1_CAUSE.to_owned(), 25)]);
     assert_eq!((s.patched, s.delivered()), (0, 0), "{s:?}");
     assert_eq!(s.unwritten, 0, "{s:?}");
     assert_eq!(gate.requests().1, 0, "nor at shutdown");
     assert_reported(&report, V1_CAUSE);
-    assert!(gate.api.list_v1().is_empty());
+    assert!(gate.api.list_events_v1().is_empty());
 }
 
 #[actix_rt::test]
@@ -243,10 +250,10 @@ async fn events_v1_occurrences_after_the_refusal_is_lifted_are_stored() {
     record_v1(&p, 3).await;
     let report = p.shutdown(Duration::from_secs(10)).await;
     assert!(report.completed, "{report:?}");
-    let stored = gate.api.list_v1();
+    let stored = gate.api.list_events_v1();
     assert_eq!(stored.len(), 1, "{stored:#?}");
     assert_eq!(stored[0].series.map(|s| s.count), Some(3), "{stored:#?}");
-    let s = report.stats.sink_v1("v1").expect("the series chain");
+    let s = report.stats.sink_events_v1("v1").expect("the series chain");
     assert_eq!(s.not_stored, 25, "{s:?}");
     assert_eq!(s.created, 1, "{s:?}");
     assert_reported(&report, V1_CAUSE);
@@ -338,11 +345,18 @@ async fn core_v1_without_coalescing_counts_each_occurrence_once() {
 async fn events_v1_refused_patches_count_what_the_server_lacks() {
     #[derive(Clone, Default)]
     struct CreateOnly(Gate);
-    impl EventSinkV1 for CreateOnly {
-        fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
-            self.0.create_v1(event)
+    impl kevents_core::events_v1::EventSink for CreateOnly {
+        fn create_events_v1(
+            &self,
+            event: &events_v1::Event,
+        ) -> kevents_core::events_v1::SinkFuture {
+            self.0.create_events_v1(event)
         }
-        fn patch_v1(&self, event: &events_v1::Event, _: &[u8]) -> SinkFutureV1 {
+        fn patch_events_v1(
+            &self,
+            event: &events_v1::Event,
+            _: &[u8],
+        ) -> kevents_core::events_v1::SinkFuture {
             self.0.patches.fetch_add(1, Ordering::SeqCst);
             let e = Status::failure(403, "Forbidden", event.metadata.name.clone());
             Box::pin(later(Err(SinkError::Status(Box::new(e)))))
@@ -354,20 +368,20 @@ async fn events_v1_refused_patches_count_what_the_server_lacks() {
             "kevents.io/refusals",
             "refusals-0",
         )))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             gate.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 retry: retry(),
                 budget: Some(WriteBudget::off()),
                 freshness: None,
-                ..SinkOptionsV1::default()
+                ..kevents_actors::events_v1::SinkOptions::default()
             },
         )
         .start();
     record_v1(&p, 10).await;
     let report = p.shutdown(Duration::from_secs(10)).await;
-    let s = report.stats.sink_v1("v1").expect("the series chain");
+    let s = report.stats.sink_events_v1("v1").expect("the series chain");
     // The CREATE stored 1; the series start (count 2) and the shutdown flush (count 10)
     // were refused: 9 occurrences the server lacks.
     assert_eq!((s.created, s.not_stored), (1, 9), "{s:?}");

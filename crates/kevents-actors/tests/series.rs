@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use kevents_actors::{
-    CoreCalls, EventsV1Config, Pipeline, RecordError, RetryPolicy, SinkOptions, SinkOptionsV1,
-    TokioClock, eventf_v1,
+    CoreCalls, EventsV1Config, Pipeline, RecordError, RetryPolicy, SinkOptions, TokioClock,
+    eventf_events_v1,
 };
 use kevents_core::events_v1::{
-    ACTION_ANNOTATION, ClusterScopedNamespace, CoreFallback, EventFactoryV1, EventSinkV1,
-    InvalidEventV1, NotePolicy, OccurrenceV1, Reporter, SeriesOptions, SinkFutureV1,
+    ACTION_ANNOTATION, ClusterScopedNamespace, CoreFallback, NotePolicy, Reporter, SeriesOptions,
 };
 use kevents_core::{
     EventSource, EventType, ObjectReference, Reference, SinkError, Status, Time, VirtualClock,
@@ -39,10 +38,10 @@ fn v1_pipeline(api: &MemoryApiServer, series: SeriesOptions) -> Pipeline {
     Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(clock)
         .events_v1(EventsV1Config::new(reporter()))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             api.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 series,
                 // These tests check client-go's timers: no live counts
                 // (tests/live_counts.rs checks those).
@@ -57,8 +56,8 @@ fn pod() -> ObjectReference {
     ObjectReference::new("v1", "Pod", "baz", "foo").with_uid("bar")
 }
 
-fn backoff() -> OccurrenceV1 {
-    OccurrenceV1::new(
+fn backoff() -> kevents_core::events_v1::Occurrence {
+    kevents_core::events_v1::Occurrence::new(
         pod(),
         None,
         EventType::Warning,
@@ -69,7 +68,7 @@ fn backoff() -> OccurrenceV1 {
 }
 
 fn only_event(api: &MemoryApiServer) -> events_v1::Event {
-    let all = api.list_v1();
+    let all = api.list_events_v1();
     assert_eq!(all.len(), 1, "{all:#?}");
     all.into_iter().next().unwrap()
 }
@@ -88,7 +87,7 @@ async fn series_first_create_second_patch_then_flush_on_shutdown() {
     let related =
         ObjectReference::new("v1", "Pod", "baz", "foo").with_field_path(".spec.containers[0]");
     for i in 0..5 {
-        eventf_v1!(
+        eventf_events_v1!(
             r,
             &pod(),
             Some(&related as &dyn Reference),
@@ -108,7 +107,7 @@ async fn series_first_create_second_patch_then_flush_on_shutdown() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     assert_eq!(api.request_counts(), (1, 1));
-    eventf_v1!(
+    eventf_events_v1!(
         r,
         &pod(),
         Some(&related as &dyn Reference),
@@ -120,7 +119,7 @@ async fn series_first_create_second_patch_then_flush_on_shutdown() {
     )
     .unwrap();
     p.flush().await.unwrap();
-    let all = api.list_v1();
+    let all = api.list_events_v1();
     assert_eq!(all.len(), 2);
     let stopped = all.iter().find(|e| e.action == "stopped").unwrap();
     assert_eq!(stopped.series, None);
@@ -128,12 +127,12 @@ async fn series_first_create_second_patch_then_flush_on_shutdown() {
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
     let started = api
-        .list_v1()
+        .list_events_v1()
         .into_iter()
         .find(|e| e.action == "started")
         .unwrap();
     assert_eq!(count(&started), Some(5), "the flush wrote the latest count");
-    let s = report.stats.sink_v1("v1").unwrap();
+    let s = report.stats.sink_events_v1("v1").unwrap();
     assert_eq!(s.cache.flushed, 1);
     assert_eq!(s.flush_written, 1);
     assert_eq!((s.created, s.patched, s.failed()), (2, 2, 0));
@@ -149,25 +148,26 @@ async fn finish_and_singleton_forgotten_under_virtual_time() {
     let p = v1_pipeline(&api, SeriesOptions::default());
     let r = p.recorder();
     for _ in 0..3 {
-        r.event_v1(backoff()).unwrap();
+        r.events_v1().emit(backoff()).unwrap();
     }
     let single = ObjectReference::new("v1", "Pod", "baz", "lonely");
-    r.event_v1(OccurrenceV1::new(
-        single.clone(),
-        None,
-        EventType::Normal,
-        "Pulled",
-        "Pull",
-        "ok",
-    ))
-    .unwrap();
+    r.events_v1()
+        .emit(kevents_core::events_v1::Occurrence::new(
+            single.clone(),
+            None,
+            EventType::Normal,
+            "Pulled",
+            "Pull",
+            "ok",
+        ))
+        .unwrap();
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (2, 1));
     assert_eq!(
         count(
-            &api.get_v1(
+            &api.get_events_v1(
                 "baz",
-                &api.list_v1()
+                &api.list_events_v1()
                     .iter()
                     .find(|e| e.reason == "BackOff")
                     .unwrap()
@@ -187,13 +187,13 @@ async fn finish_and_singleton_forgotten_under_virtual_time() {
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (2, 2));
     let backoff_event = api
-        .list_v1()
+        .list_events_v1()
         .into_iter()
         .find(|e| e.reason == "BackOff")
         .unwrap();
     assert_eq!(count(&backoff_event), Some(3));
     let stats = p.stats();
-    let s = stats.sink_v1("v1").unwrap();
+    let s = stats.sink_events_v1("v1").unwrap();
     assert_eq!(
         (
             s.cache.finished,
@@ -204,19 +204,20 @@ async fn finish_and_singleton_forgotten_under_virtual_time() {
     );
 
     // The singleton is forgotten: its repeat is a new event (CREATE, new name).
-    r.event_v1(OccurrenceV1::new(
-        single,
-        None,
-        EventType::Normal,
-        "Pulled",
-        "Pull",
-        "ok",
-    ))
-    .unwrap();
+    r.events_v1()
+        .emit(kevents_core::events_v1::Occurrence::new(
+            single,
+            None,
+            EventType::Normal,
+            "Pulled",
+            "Pull",
+            "ok",
+        ))
+        .unwrap();
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (3, 2));
     assert_eq!(
-        api.list_v1()
+        api.list_events_v1()
             .iter()
             .filter(|e| e.reason == "Pulled")
             .count(),
@@ -225,7 +226,7 @@ async fn finish_and_singleton_forgotten_under_virtual_time() {
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
     // Nothing open any more: the flush writes nothing.
-    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.flushed, 0);
+    assert_eq!(report.stats.sink_events_v1("v1").unwrap().cache.flushed, 0);
 }
 
 /// D12 under virtual time: an open series gets a heartbeat PATCH with its current count 30
@@ -245,7 +246,7 @@ async fn heartbeat_every_30_minutes_under_virtual_time() {
         if target > now {
             tokio::time::sleep_until(target).await;
         }
-        r.event_v1(backoff()).unwrap();
+        r.events_v1().emit(backoff()).unwrap();
         p.flush().await.unwrap();
     }
     assert_eq!(api.request_counts(), (1, 1));
@@ -254,7 +255,7 @@ async fn heartbeat_every_30_minutes_under_virtual_time() {
     assert_eq!(api.request_counts(), (1, 2));
     assert_eq!(count(&only_event(&api)), Some(8));
     let stats = p.stats();
-    let s = stats.sink_v1("v1").unwrap();
+    let s = stats.sink_events_v1("v1").unwrap();
     assert_eq!(
         (s.cache.heartbeats, s.cache.entries, s.cache.open_series),
         (1, 1, 1)
@@ -265,8 +266,8 @@ async fn heartbeat_every_30_minutes_under_virtual_time() {
     p.flush().await.unwrap();
     assert_eq!(api.request_counts(), (1, 2));
     let stats = p.stats();
-    assert_eq!(stats.sink_v1("v1").unwrap().cache.finished, 1);
-    assert_eq!(stats.sink_v1("v1").unwrap().cache.entries, 0);
+    assert_eq!(stats.sink_events_v1("v1").unwrap().cache.finished, 1);
+    assert_eq!(stats.sink_events_v1("v1").unwrap().cache.entries, 0);
     p.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -281,12 +282,16 @@ async fn fallback_to_core_v1_when_not_served() {
         .clock(Arc::new(clock.clone()))
         .events_v1(EventsV1Config::new(reporter()).served(false))
         .sink("core", api.clone(), sink_options(&clock))
-        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "v1",
+            api.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let r = p.recorder();
     let node = ObjectReference::new("v1", "Node", "", "n1");
     for _ in 0..3 {
-        eventf_v1!(
+        eventf_events_v1!(
             r,
             &pod(),
             Some(&node as &dyn Reference),
@@ -310,7 +315,7 @@ async fn fallback_to_core_v1_when_not_served() {
         core[0].metadata.annotations.is_empty(),
         "action and related dropped"
     );
-    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.observed, 0);
+    assert_eq!(report.stats.sink_events_v1("v1").unwrap().cache.observed, 0);
     assert_eq!(report.stats.sink("core").unwrap().correlated, 3);
 }
 
@@ -328,7 +333,7 @@ async fn fallback_keeps_action_in_annotations_when_asked() {
         )
         .sink("core", api.clone(), sink_options(&clock))
         .start();
-    p.recorder().event_v1(backoff()).unwrap();
+    p.recorder().events_v1().emit(backoff()).unwrap();
     p.shutdown(Duration::from_secs(5)).await;
     assert_eq!(
         api.list()[0].metadata.annotations[ACTION_ANNOTATION],
@@ -353,19 +358,23 @@ async fn core_and_v1_chains_each_take_their_own_events() {
         .clock(Arc::new(clock.clone()))
         .events_v1(EventsV1Config::new(reporter()))
         .sink("core", core_api.clone(), sink_options(&clock))
-        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "v1",
+            api.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let r = p.recorder();
-    r.event_v1(backoff()).unwrap();
+    r.events_v1().emit(backoff()).unwrap();
     r.event(&pod(), EventType::Normal, "Started", "started")
         .unwrap();
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert_eq!(core_api.list().len(), 1);
     assert_eq!(core_api.list()[0].reason, "Started");
-    assert_eq!(api.list_v1().len(), 1);
-    assert_eq!(api.list_v1()[0].reason, "BackOff");
+    assert_eq!(api.list_events_v1().len(), 1);
+    assert_eq!(api.list_events_v1()[0].reason, "BackOff");
     assert_eq!(report.stats.sink("core").unwrap().correlated, 1);
-    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.observed, 1);
+    assert_eq!(report.stats.sink_events_v1("v1").unwrap().cache.observed, 1);
 }
 
 /// `CoreCalls::EventsV1`: `recorder.event(..)` records into the new API (action = reason),
@@ -377,7 +386,11 @@ async fn core_calls_recorded_into_events_v1() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()).core_calls(CoreCalls::EventsV1 { action: None }))
-        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "v1",
+            api.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let r = p.recorder();
     for _ in 0..4 {
@@ -395,19 +408,32 @@ async fn core_calls_recorded_into_events_v1() {
 #[actix_rt::test]
 async fn validation_errors_returned_to_the_caller() {
     let api = MemoryApiServer::new();
-    let mut factory = EventFactoryV1::new(reporter());
+    let mut factory = kevents_core::events_v1::EventFactory::new(reporter());
     factory.note_policy = NotePolicy::Reject;
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .events_v1(EventsV1Config::new(reporter()).factory(factory))
-        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "v1",
+            api.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let r = p.recorder();
-    let no_action = OccurrenceV1::new(pod(), None, EventType::Normal, "Started", "", "x");
-    assert_eq!(
-        r.event_v1(no_action),
-        Err(RecordError::InvalidV1(InvalidEventV1::ActionMissing))
+    let no_action = kevents_core::events_v1::Occurrence::new(
+        pod(),
+        None,
+        EventType::Normal,
+        "Started",
+        "",
+        "x",
     );
-    let long = OccurrenceV1::new(
+    assert_eq!(
+        r.events_v1().emit(no_action),
+        Err(RecordError::InvalidEventsV1(
+            kevents_core::events_v1::InvalidEvent::ActionMissing
+        ))
+    );
+    let long = kevents_core::events_v1::Occurrence::new(
         pod(),
         None,
         EventType::Normal,
@@ -416,18 +442,29 @@ async fn validation_errors_returned_to_the_caller() {
         "x".repeat(1025),
     );
     assert_eq!(
-        r.event_v1(long),
-        Err(RecordError::InvalidV1(InvalidEventV1::NoteTooLong(1025)))
+        r.events_v1().emit(long),
+        Err(RecordError::InvalidEventsV1(
+            kevents_core::events_v1::InvalidEvent::NoteTooLong(1025)
+        ))
     );
-    let long_reason = OccurrenceV1::new(pod(), None, EventType::Normal, "R".repeat(129), "A", "n");
+    let long_reason = kevents_core::events_v1::Occurrence::new(
+        pod(),
+        None,
+        EventType::Normal,
+        "R".repeat(129),
+        "A",
+        "n",
+    );
     assert_eq!(
-        r.event_v1(long_reason),
-        Err(RecordError::InvalidV1(InvalidEventV1::ReasonTooLong(129)))
+        r.events_v1().emit(long_reason),
+        Err(RecordError::InvalidEventsV1(
+            kevents_core::events_v1::InvalidEvent::ReasonTooLong(129)
+        ))
     );
     let report = p.shutdown(Duration::from_secs(5)).await;
     assert_eq!(report.stats.recorded, 0);
     assert_eq!(report.stats.dropped_invalid, 3);
-    assert!(api.list_v1().is_empty());
+    assert!(api.list_events_v1().is_empty());
     assert_eq!(api.request_counts(), (0, 0));
 }
 
@@ -452,17 +489,21 @@ impl Flaky {
     }
 }
 
-impl EventSinkV1 for Flaky {
-    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
+impl kevents_core::events_v1::EventSink for Flaky {
+    fn create_events_v1(&self, event: &events_v1::Event) -> kevents_core::events_v1::SinkFuture {
         match self.fail() {
             Some(e) => Box::pin(async move { Err(e) }),
-            None => self.api.create_v1(event),
+            None => self.api.create_events_v1(event),
         }
     }
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
         match self.fail() {
             Some(e) => Box::pin(async move { Err(e) }),
-            None => self.api.patch_v1(event, patch),
+            None => self.api.patch_events_v1(event, patch),
         }
     }
 }
@@ -478,10 +519,10 @@ async fn retryable_errors_are_retried_with_back_off() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             flaky,
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 retry: RetryPolicy {
                     randomize_first: false,
                     ..RetryPolicy::default()
@@ -490,13 +531,13 @@ async fn retryable_errors_are_retried_with_back_off() {
             },
         )
         .start();
-    p.recorder().event_v1(backoff()).unwrap();
-    p.recorder().event_v1(backoff()).unwrap();
+    p.recorder().events_v1().emit(backoff()).unwrap();
+    p.recorder().events_v1().emit(backoff()).unwrap();
     p.flush().await.unwrap();
     let e = only_event(&api);
     assert_eq!(count(&e), Some(2), "the series start waited for its CREATE");
     let stats = p.stats();
-    let s = stats.sink_v1("v1").unwrap();
+    let s = stats.sink_events_v1("v1").unwrap();
     assert_eq!((s.attempts, s.created, s.patched, s.failed()), (4, 1, 1, 0));
     p.shutdown(Duration::from_secs(5)).await;
 }
@@ -517,14 +558,18 @@ impl PanicsOnce {
     }
 }
 
-impl EventSinkV1 for PanicsOnce {
-    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
+impl kevents_core::events_v1::EventSink for PanicsOnce {
+    fn create_events_v1(&self, event: &events_v1::Event) -> kevents_core::events_v1::SinkFuture {
         self.call();
-        self.api.create_v1(event)
+        self.api.create_events_v1(event)
     }
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
         self.call();
-        self.api.patch_v1(event, patch)
+        self.api.patch_events_v1(event, patch)
     }
 }
 
@@ -543,10 +588,10 @@ async fn a_panicking_series_sink_restarts_and_loses_no_count() {
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             sink,
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 retry: RetryPolicy {
                     randomize_first: false,
                     ..RetryPolicy::default()
@@ -557,7 +602,7 @@ async fn a_panicking_series_sink_restarts_and_loses_no_count() {
         .start();
     let occurrences = 25;
     for i in 0..occurrences {
-        p.recorder().event_v1(backoff()).unwrap();
+        p.recorder().events_v1().emit(backoff()).unwrap();
         if i % 5 == 0 {
             // Let the writes start mid-run (the 2nd request, the series' first PATCH, panics).
             p.flush().await.unwrap();
@@ -572,7 +617,7 @@ async fn a_panicking_series_sink_restarts_and_loses_no_count() {
         Some(occurrences),
         "every occurrence in the stored count"
     );
-    let s = report.stats.sink_v1("v1").unwrap();
+    let s = report.stats.sink_events_v1("v1").unwrap();
     assert_eq!(s.restarts, 1, "{s:#?}");
     assert_eq!(
         (s.retry_exhausted, s.abandoned, s.unwritten),
@@ -597,34 +642,35 @@ async fn bounded_cache_evicts_with_a_final_patch() {
     for name in ["a", "b", "c"] {
         let o = ObjectReference::new("v1", "Pod", "baz", name);
         for _ in 0..3 {
-            r.event_v1(OccurrenceV1::new(
-                o.clone(),
-                None,
-                EventType::Warning,
-                "BackOff",
-                "Restart",
-                "x",
-            ))
-            .unwrap();
+            r.events_v1()
+                .emit(kevents_core::events_v1::Occurrence::new(
+                    o.clone(),
+                    None,
+                    EventType::Warning,
+                    "BackOff",
+                    "Restart",
+                    "x",
+                ))
+                .unwrap();
         }
         p.flush().await.unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let stats = p.stats();
-    let s = stats.sink_v1("v1").unwrap();
+    let s = stats.sink_events_v1("v1").unwrap();
     assert_eq!(s.cache.evicted_series, 1);
     assert_eq!(s.cache.entries, 2);
     let a = api
-        .list_v1()
+        .list_events_v1()
         .into_iter()
         .find(|e| e.regarding.name == "a")
         .unwrap();
     assert_eq!(count(&a), Some(3), "the evicted series' count was written");
     let report = p.shutdown(Duration::from_secs(5)).await;
-    for e in api.list_v1() {
+    for e in api.list_events_v1() {
         assert_eq!(count(&e), Some(3), "{}", e.regarding.name);
     }
-    assert_eq!(report.stats.sink_v1("v1").unwrap().cache.flushed, 2);
+    assert_eq!(report.stats.sink_events_v1("v1").unwrap().cache.flushed, 2);
 }
 
 /// D18 (1.27) at the pipeline level: a series PATCH that finds nothing (the event expired)
@@ -634,11 +680,11 @@ async fn expired_event_is_recreated_with_its_series() {
     let api = MemoryApiServer::new();
     let p = v1_pipeline(&api, SeriesOptions::default());
     let r = p.recorder();
-    r.event_v1(backoff()).unwrap();
+    r.events_v1().emit(backoff()).unwrap();
     p.flush().await.unwrap();
     let name = only_event(&api).metadata.name;
     assert!(api.delete("baz", &name));
-    r.event_v1(backoff()).unwrap();
+    r.events_v1().emit(backoff()).unwrap();
     p.flush().await.unwrap();
     let e = only_event(&api);
     assert_eq!(
@@ -646,7 +692,7 @@ async fn expired_event_is_recreated_with_its_series() {
         (name.as_str(), Some(2))
     );
     let stats = p.stats();
-    assert_eq!(stats.sink_v1("v1").unwrap().recreated, 1);
+    assert_eq!(stats.sink_events_v1("v1").unwrap().recreated, 1);
     p.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -655,17 +701,21 @@ async fn expired_event_is_recreated_with_its_series() {
 #[actix_rt::test]
 async fn d19_two_identical_calls_make_one_series() {
     let api = MemoryApiServer::new();
-    let mut factory = EventFactoryV1::new(reporter());
+    let mut factory = kevents_core::events_v1::EventFactory::new(reporter());
     factory.cluster_scoped_namespace = ClusterScopedNamespace::Default;
     tokio::time::pause();
     let p = Pipeline::builder(EventSource::new("eventTest", "host"))
         .clock(Arc::new(TokioClock::new(t0())))
         .events_v1(EventsV1Config::new(reporter()).factory(factory))
-        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "v1",
+            api.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let r = p.recorder();
     for _ in 0..2 {
-        eventf_v1!(
+        eventf_events_v1!(
             r,
             &ObjectReference::default(),
             None,
@@ -691,11 +741,15 @@ async fn d20_eventf_fields_through_the_pipeline() {
     let p = Pipeline::builder(EventSource::new("c1", "host"))
         .clock(Arc::new(clock))
         .events_v1(EventsV1Config::new(Reporter::with_instance("c1", "i1")))
-        .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "v1",
+            api.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let pod1 = ObjectReference::new("v1", "Pod", "ns1", "pod1").with_uid("12345");
     let node1 = ObjectReference::new("v1", "Node", "", "node1").with_uid("67890");
-    eventf_v1!(
+    eventf_events_v1!(
         p.recorder(),
         &pod1,
         Some(&node1 as &dyn Reference),
@@ -725,8 +779,8 @@ async fn d20_eventf_fields_through_the_pipeline() {
     );
 }
 
-/// `event_v1_note` on an `ObjectReference` and on borrowed fields and `eventf_v1!` (all
-/// checked and packed at the call, built by the broadcaster) and `event_v1` of the same
+/// `event_v1_note` on an `ObjectReference` and on borrowed fields and `eventf_events_v1!` (all
+/// checked and packed at the call, built by the broadcaster) and `events_v1().event` of the same
 /// occurrence (built at the call) store identical events.
 #[actix_rt::test]
 async fn packed_v1_paths_store_the_same_event() {
@@ -736,18 +790,25 @@ async fn packed_v1_paths_store_the_same_event() {
         let p = Pipeline::builder(EventSource::new("eventTest", "host"))
             .clock(Arc::new(VirtualClock::new(t0())))
             .events_v1(EventsV1Config::new(reporter()))
-            .sink_v1("v1", api.clone(), SinkOptionsV1::default())
+            .sink_events_v1(
+                "v1",
+                api.clone(),
+                kevents_actors::events_v1::SinkOptions::default(),
+            )
             .start();
         let r = p.recorder();
         let pod = pod().with_resource_version("7");
         let (reason, action, note) = ("BackOff", "Restart", "crash ünïcode");
         match path {
-            0 => r.event_v1_note(&pod, None, EventType::Warning, reason, action, note),
+            0 => r
+                .events_v1()
+                .event(&pod, None, EventType::Warning, reason, action, note),
             1 => {
                 let fields = kevents_core::ReferenceRef::from(&pod);
-                r.event_v1_note(&fields, None, EventType::Warning, reason, action, note)
+                r.events_v1()
+                    .event(&fields, None, EventType::Warning, reason, action, note)
             }
-            2 => eventf_v1!(
+            2 => eventf_events_v1!(
                 r,
                 &pod,
                 None,
@@ -757,7 +818,7 @@ async fn packed_v1_paths_store_the_same_event() {
                 "crash {}",
                 "ünïcode"
             ),
-            _ => r.event_v1(OccurrenceV1::new(
+            _ => r.events_v1().emit(kevents_core::events_v1::Occurrence::new(
                 pod,
                 None,
                 EventType::Warning,
@@ -786,7 +847,11 @@ async fn add_sink_v1_sees_later_events() {
         let first = MemoryApiServer::new();
         let builder = Pipeline::builder(EventSource::new("eventTest", "host"))
             .events_v1(EventsV1Config::new(reporter()))
-            .sink_v1("one", first.clone(), SinkOptionsV1::default());
+            .sink_events_v1(
+                "one",
+                first.clone(),
+                kevents_actors::events_v1::SinkOptions::default(),
+            );
         let mut p = if own_thread {
             builder.start_thread().unwrap()
         } else {
@@ -794,17 +859,21 @@ async fn add_sink_v1_sees_later_events() {
         };
         assert_eq!(p.runs_on_own_thread(), own_thread);
         for _ in 0..3 {
-            p.recorder().event_v1(backoff()).unwrap();
+            p.recorder().events_v1().emit(backoff()).unwrap();
         }
         p.flush().await.unwrap();
         let second = MemoryApiServer::new();
         let watcher = p
-            .add_sink_v1("two", second.clone(), SinkOptionsV1::default())
+            .add_sink_events_v1(
+                "two",
+                second.clone(),
+                kevents_actors::events_v1::SinkOptions::default(),
+            )
             .await
             .unwrap();
         assert_eq!(watcher.name(), "series:two");
         for _ in 0..2 {
-            p.recorder().event_v1(backoff()).unwrap();
+            p.recorder().events_v1().emit(backoff()).unwrap();
         }
         let report = p.shutdown(Duration::from_secs(10)).await;
         assert!(report.completed, "{report}");
@@ -812,6 +881,6 @@ async fn add_sink_v1_sees_later_events() {
         // The first chain counted all five, the second only the two after it was added.
         assert_eq!(count(&only_event(&first)), Some(5));
         assert_eq!(count(&only_event(&second)), Some(2));
-        assert_eq!(report.stats.series.len(), 2);
+        assert_eq!(report.stats.sinks_events_v1.len(), 2);
     }
 }

@@ -7,8 +7,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SinkOptions, SinkOptionsV1};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptions};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference};
 use kevents_sim::MemoryApiServer;
 use tracing::field::{Field, Visit};
@@ -108,12 +108,12 @@ fn every_write_attempt_has_a_span_with_its_status() {
                     ..SinkOptions::default()
                 },
             )
-            .sink_v1(
+            .sink_events_v1(
                 "v1",
                 api.clone(),
-                SinkOptionsV1 {
+                kevents_actors::events_v1::SinkOptions {
                     coalesce: false,
-                    ..SinkOptionsV1::default()
+                    ..kevents_actors::events_v1::SinkOptions::default()
                 },
             )
             .start();
@@ -125,7 +125,8 @@ fn every_write_attempt_has_a_span_with_its_status() {
                 .unwrap();
         }
         recorder
-            .event_v1(OccurrenceV1::new(
+            .events_v1()
+            .emit(kevents_core::events_v1::Occurrence::new(
                 ObjectReference::new("v1", "Pod", "default", "web-2"),
                 None,
                 EventType::Normal,

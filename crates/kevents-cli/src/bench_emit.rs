@@ -10,8 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::counting_sink::CountingSink;
 use kevents_actors::{
-    EventsV1Config, IntakePolicy, Pipeline, Recorder, SinkOptions, SinkOptionsV1, WatcherPolicy,
-    WriteBudget,
+    EventsV1Config, IntakePolicy, Pipeline, Recorder, SinkOptions, WatcherPolicy, WriteBudget,
 };
 use kevents_core::core_v1::correlator::CorrelatorOptions;
 use kevents_core::events_v1::Reporter;
@@ -107,7 +106,9 @@ fn emit_all(recorder: Recorder, w: Workload) -> Timings {
         let start = Instant::now();
         for j in i..end {
             let (o, reason, message) = pick(j);
-            ok(recorder.event_v1_note(o, None, EventType::Normal, reason, "Bench", message));
+            ok(recorder
+                .events_v1()
+                .event(o, None, EventType::Normal, reason, "Bench", message));
         }
         v1_ns += start.elapsed().as_nanos();
         let start = Instant::now();
@@ -203,14 +204,14 @@ async fn run_once(w: Workload) -> anyhow::Result<serde_json::Value> {
                 ..SinkOptions::default()
             },
         )
-        .sink_v1(
+        .sink_events_v1(
             "count-v1",
             sink.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 delivery: WatcherPolicy::Backpressure { capacity: 1000 },
                 coalesce: false,
                 budget: Some(WriteBudget::off()),
-                ..SinkOptionsV1::default()
+                ..kevents_actors::events_v1::SinkOptions::default()
             },
         )
         .start();

@@ -7,7 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kevents_core::events_v1::{self, EventSinkV1, SinkFutureV1};
+use kevents_core::events_v1::{self};
 use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
 /// Event name (a 128-bit fingerprint: no string kept per event, and a collision among a few
@@ -94,13 +94,17 @@ impl EventSink for CountingSink {
     }
 }
 
-impl EventSinkV1 for CountingSink {
-    fn create_v1(&self, _: &events_v1::Event) -> SinkFutureV1 {
+impl kevents_core::events_v1::EventSink for CountingSink {
+    fn create_events_v1(&self, _: &events_v1::Event) -> kevents_core::events_v1::SinkFuture {
         self.writes.fetch_add(1, Ordering::Relaxed);
         Box::pin(async { Ok(Stored::AsSent) })
     }
-    fn patch_v1(&self, event: &events_v1::Event, _patch: &[u8]) -> SinkFutureV1 {
-        self.create_v1(event)
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        _patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
+        self.create_events_v1(event)
     }
 }
 

@@ -148,7 +148,7 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
         .api(api)
         .reporter(reporter.controller, reporter.instance)
         .cluster_scoped(!args.no_cluster_scoped);
-    plan.cluster_scoped_v1 = match args.cluster_scoped_namespace {
+    plan.cluster_scoped_events_v1 = match args.cluster_scoped_namespace {
         ClusterNamespace::KubeSystem => ClusterScopedNamespace::KubeSystem,
         ClusterNamespace::Default => ClusterScopedNamespace::Default,
     };

@@ -1,5 +1,5 @@
 //! Live counts against a real kube-apiserver v1.20.2: an events.k8s.io/v1 series' count is
-//! in `kubectl describe` within `SinkOptionsV1::freshness` (2 s here), before any
+//! in `kubectl describe` within `events_v1::SinkOptions::freshness` (2 s here), before any
 //! shutdown, heartbeat or finish.
 //!
 //! Ignored where the apiserver is not provisioned (with the command that runs it), run and
@@ -8,8 +8,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::{EventsV1Config, Pipeline};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference};
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_testkit::RealApiserver;
@@ -46,10 +46,10 @@ kevents_testkit::real_apiserver_tests! {
                     "kevents.io/live-test",
                     "live-0",
                 )))
-                .sink_v1(
+                .sink_events_v1(
                     "apiserver",
                     sink,
-                    SinkOptionsV1 {
+                    kevents_actors::events_v1::SinkOptions {
                         freshness: Some(Duration::from_secs(2)),
                         ..Default::default()
                     },
@@ -58,7 +58,7 @@ kevents_testkit::real_apiserver_tests! {
             let object = ObjectReference::new("v1", "ConfigMap", "default", &cm).with_uid(uid);
             for _ in 0..7 {
                 p.recorder()
-                    .event_v1(OccurrenceV1::new(
+                    .events_v1().emit(kevents_core::events_v1::Occurrence::new(
                         object.clone(),
                         None,
                         EventType::Normal,
@@ -78,7 +78,7 @@ kevents_testkit::real_apiserver_tests! {
                 .unwrap_or_else(|| panic!("no event in kubectl describe:\n{described}"));
             assert!(line.contains("(x7 over"), "{line}");
             eprintln!("kubectl describe, before any shutdown: {}", line.trim());
-            let s = p.stats().sink_v1("apiserver").cloned().unwrap();
+            let s = p.stats().sink_events_v1("apiserver").cloned().unwrap();
             assert_eq!((s.created, s.patched, s.refreshed, s.unwritten), (1, 2, 1, 0), "{s:?}");
             let report = p.shutdown(Duration::from_secs(10)).await;
             assert!(report.completed);

@@ -14,11 +14,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
-use kevents_core::events_v1::{
-    ClusterScopedNamespace, Event, EventFactoryV1, EventSinkV1, NotePolicy, OccurrenceV1, Reporter,
-    SeriesOptions, SinkFutureV1,
-};
+use kevents_actors::{EventsV1Config, Pipeline};
+use kevents_core::events_v1::{ClusterScopedNamespace, Event, NotePolicy, Reporter, SeriesOptions};
 use kevents_core::{EventSource, ObjectReference, Time, VirtualClock};
 use kevents_sim::MemoryApiServer;
 use kevents_sim::replay::series::{SeriesReplayOptions, SeriesReplayer, go_sprintf_no_args};
@@ -67,20 +64,20 @@ fn result_of<T>(r: &Result<T, kevents_core::SinkError>) -> &'static str {
     }
 }
 
-impl EventSinkV1 for RecordingSink {
-    fn create_v1(&self, event: &Event) -> SinkFutureV1 {
+impl kevents_core::events_v1::EventSink for RecordingSink {
+    fn create_events_v1(&self, event: &Event) -> kevents_core::events_v1::SinkFuture {
         let r = self
             .api
-            .create_v1_now(event)
+            .create_now_events_v1(event)
             .map(kevents_core::Stored::from);
         self.record("create", event, body_of(event), result_of(&r));
         Box::pin(async move { r })
     }
 
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> kevents_core::events_v1::SinkFuture {
         let r = self
             .api
-            .patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
+            .patch_now_events_v1(&event.metadata.namespace, &event.metadata.name, patch)
             .map(kevents_core::Stored::from);
         let body = serde_json::from_slice(patch).unwrap();
         self.record("patch", event, body, result_of(&r));
@@ -177,19 +174,19 @@ async fn pipeline_calls(lines: &[Value], reporter: (String, String)) -> (Vec<Cal
     let first = lines.iter().find_map(|l| l["time"].as_i64()).unwrap();
     let clock = VirtualClock::new(Time::from_unix_nanos(first));
     let far = Duration::from_secs(10 * 365 * 24 * 3600);
-    let factory = EventFactoryV1 {
+    let factory = kevents_core::events_v1::EventFactory {
         reporter: Reporter::with_instance(reporter.0.clone(), reporter.1.clone()),
         cluster_scoped_namespace: ClusterScopedNamespace::Default,
         note_policy: NotePolicy::Reject,
-        ..EventFactoryV1::default()
+        ..kevents_core::events_v1::EventFactory::default()
     };
     let p = Pipeline::builder(EventSource::new(reporter.0, "host"))
         .clock(Arc::new(clock.clone()))
         .events_v1(EventsV1Config::new(factory.reporter.clone()).factory(factory))
-        .sink_v1(
+        .sink_events_v1(
             "v1",
             sink.clone(),
-            SinkOptionsV1 {
+            kevents_actors::events_v1::SinkOptions {
                 series: SeriesOptions {
                     heartbeat: far,
                     finish_after: far,
@@ -219,7 +216,7 @@ async fn pipeline_calls(lines: &[Value], reporter: (String, String)) -> (Vec<Cal
             continue;
         };
         let event_type = l["type"].as_str().unwrap_or("").to_owned();
-        let occ = OccurrenceV1 {
+        let occ = kevents_core::events_v1::Occurrence {
             regarding: serde_json::from_value::<ObjectReference>(regarding.clone()).unwrap(),
             related: serde_json::from_value(l["related"].clone()).unwrap(),
             event_type,
@@ -229,7 +226,7 @@ async fn pipeline_calls(lines: &[Value], reporter: (String, String)) -> (Vec<Cal
             annotations: Default::default(),
         };
         // An invalid type is refused at the call (client-go drops it in Eventf).
-        let _ = r.event_v1(occ);
+        let _ = r.events_v1().emit(occ);
         p.flush().await.unwrap();
     }
     let before = sink.calls.lock().unwrap().clone();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
-use kevents_core::events_v1::{EventFactoryV1, OccurrenceV1, Reporter, SeriesCache, SeriesOptions};
+use kevents_core::events_v1::{Reporter, SeriesCache, SeriesOptions};
 use kevents_core::{EventType, ObjectReference, Time};
 use kevents_sim::workload::peak_rss_bytes;
 
@@ -35,7 +35,7 @@ fn main() {
         .unwrap_or(1_000_000);
     let rss_start = peak_rss_bytes().unwrap_or(0);
 
-    let factory = EventFactoryV1::new(Reporter::with_instance(
+    let factory = kevents_core::events_v1::EventFactory::new(Reporter::with_instance(
         "example.com/bench-controller",
         "bench-controller-node-1",
     ));
@@ -44,7 +44,7 @@ fn main() {
         .filter_map(|i| {
             let mut pod = ObjectReference::new("v1", "Pod", "bench", format!("pod-{i}"));
             pod.uid = format!("uid-{i}");
-            let occ = OccurrenceV1::new(
+            let occ = kevents_core::events_v1::Occurrence::new(
                 pod,
                 None,
                 EventType::Warning,

@@ -4,23 +4,23 @@
 //! instead: [`Correlator::correlate`](crate::Correlator::correlate),
 //! [`Correlator::update_state`](crate::Correlator::update_state),
 //! [`EventFactory::make`](crate::EventFactory::make),
-//! [`EventFactoryV1::check`](crate::events_v1::EventFactoryV1::check),
+//! [`events_v1::EventFactory::check`](crate::events_v1::EventFactory::check),
 //! [`validate`](crate::core_v1::validate) and [`write_event`](crate::write_event).
 //!
 //! Every fast form is here, and only here: [`correlate_in_place`] (of `correlate`, answers a
 //! [`Decision`]), [`update_state_with`] (of `update_state`, takes a [`StateHint`]),
 //! [`make_into`] (of `make`, takes an [`OccurrenceRef`]), [`check_ref`] (of `check`, takes an
-//! [`OccurrenceV1Ref`]), [`validate_namespace`] (of `validate`) and [`WriteEvent`] (the
+//! [`EventsV1OccurrenceRef`]), [`validate_namespace`] (of `validate`) and [`WriteEvent`] (the
 //! future `write_event` awaits, over shared values the pipeline holds and polls in place).
 
 pub use crate::core_v1::correlator::fast::{Decision, StateHint};
 pub use crate::core_v1::make::{OccurrenceRef, validate_namespace};
 pub use crate::core_v1::write::WriteEvent;
-pub use crate::events_v1::make::OccurrenceV1Ref;
+pub use crate::events_v1::make::EventsV1OccurrenceRef;
 
 use crate::core_v1::correlator::Correlator;
 use crate::core_v1::{Event, EventFactory, InvalidEvent};
-use crate::events_v1::{EventFactoryV1, InvalidEventV1};
+
 use crate::time::Time;
 
 /// The fast form of [`Correlator::correlate`]: the event becomes, in place, what
@@ -48,12 +48,12 @@ pub fn make_into(
     factory.build_into(event, now, occ)
 }
 
-/// The fast form of [`EventFactoryV1::check`], on borrowed strings.
+/// The fast form of [`events_v1::EventFactory::check`](crate::events_v1::EventFactory::check), on borrowed strings.
 #[inline]
 pub fn check_ref(
-    factory: &EventFactoryV1,
+    factory: &crate::events_v1::EventFactory,
     now: Time,
-    occ: OccurrenceV1Ref<'_>,
-) -> Result<(), InvalidEventV1> {
+    occ: EventsV1OccurrenceRef<'_>,
+) -> Result<(), crate::events_v1::InvalidEvent> {
     factory.check_borrowed(now, occ)
 }

@@ -7,7 +7,7 @@
 //! * [`core_v1`]: the core/v1 `Event` API of client-go's `tools/record` (model,
 //!   [`EventFactory`], [`EventSink`], [`write_event`], [`core_v1::correlator`]).
 //! * [`events_v1`]: the `events.k8s.io/v1` API of client-go's `tools/events` (model,
-//!   `EventFactoryV1`, `SeriesCache`, `EventSinkV1`, the fallback bridge to core/v1).
+//!   `events_v1::EventFactory`, `SeriesCache`, `events_v1::EventSink`, the fallback bridge to core/v1).
 //! * Shared by both: [`time`], [`name`], [`json`], [`reference`](mod@reference) ([`ObjectReference`],
 //!   [`Reference`]), [`meta`] ([`ObjectMeta`]), [`status`] ([`SinkError`], [`Status`]) and [`stored`]
 //!   ([`Stored`], a sink's answer), [`answer`] (an apiserver's answer decoded, as every sink
@@ -19,7 +19,7 @@
 //! The in-memory apiserver, the replay tool and the benchmark workloads live in `kevents-sim`.
 //!
 //! One door per operation: build an event with [`EventFactory::make`] (checked by
-//! [`core_v1::validate`]; `events_v1::EventFactoryV1::make`, checked by `check`), correlate it
+//! [`core_v1::validate`]; `events_v1::EventFactory::make`, checked by `check`), correlate it
 //! with [`Correlator::correlate`], and after the apiserver stored it, learn it back with
 //! [`Correlator::update_state`]:
 //!

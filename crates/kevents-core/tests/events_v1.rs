@@ -5,12 +5,11 @@
 use std::time::Duration;
 
 use kevents_core::events_v1::{
-    self, ApiBridge, ClusterScopedNamespace, ClusterScopedRule, CoreFallback, Event,
-    EventFactoryV1, EventSeries, InvalidEventV1, NotePolicy, OccurrenceV1, Reporter, Route,
-    SeriesCache, SeriesOptions, Step, Write, WriteReason,
+    self, ApiBridge, ClusterScopedNamespace, ClusterScopedRule, CoreFallback, Event, EventSeries,
+    NotePolicy, Reporter, Route, SeriesCache, SeriesOptions, Step, Write, WriteReason,
 };
 use kevents_core::{
-    Clock, EventType, ObjectReference, SinkError, Status, Time, VirtualClock, occurrence_v1,
+    Clock, EventType, ObjectReference, SinkError, Status, Time, VirtualClock, occurrence_events_v1,
 };
 use kevents_sim::MemoryApiServer;
 use proptest::prelude::*;
@@ -23,16 +22,28 @@ fn mins(m: u64) -> Duration {
     Duration::from_secs(60 * m)
 }
 
-fn factory(controller: &str, instance: &str) -> EventFactoryV1 {
-    EventFactoryV1::new(Reporter::with_instance(controller, instance))
+fn factory(controller: &str, instance: &str) -> kevents_core::events_v1::EventFactory {
+    kevents_core::events_v1::EventFactory::new(Reporter::with_instance(controller, instance))
 }
 
 fn pod(ns: &str, name: &str) -> ObjectReference {
     ObjectReference::new("v1", "Pod", ns, name)
 }
 
-fn occ(regarding: ObjectReference, reason: &str, action: &str, note: &str) -> OccurrenceV1 {
-    OccurrenceV1::new(regarding, None, EventType::Normal, reason, action, note)
+fn occ(
+    regarding: ObjectReference,
+    reason: &str,
+    action: &str,
+    note: &str,
+) -> kevents_core::events_v1::Occurrence {
+    kevents_core::events_v1::Occurrence::new(
+        regarding,
+        None,
+        EventType::Normal,
+        reason,
+        action,
+        note,
+    )
 }
 
 fn status_err(code: u16, reason: &str) -> SinkError {
@@ -45,11 +56,11 @@ fn drive(cache: &mut SeriesCache, api: &MemoryApiServer, writes: Vec<Write>) -> 
     let mut steps = Vec::new();
     for mut w in writes {
         for _ in 0..12 {
-            let r = api.send_v1_now(&w);
+            let r = api.send_now_events_v1(&w);
             let mut step = cache.on_write_result(&w, &r);
             if step == Step::Recreate {
                 w = w.recreate();
-                let r = api.send_v1_now(&w);
+                let r = api.send_now_events_v1(&w);
                 step = cache.on_write_result(&w, &r);
             }
             steps.push(step);
@@ -69,7 +80,7 @@ fn wire_json_matches_client_go_with_series_and_related() {
     let mut e = f
         .make(
             t("2021-01-01T00:00:01.123456789Z"),
-            OccurrenceV1::new(
+            kevents_core::events_v1::Occurrence::new(
                 pod("baz", "foo").with_uid("bar"),
                 Some(related),
                 EventType::Normal,
@@ -135,7 +146,7 @@ fn d10_event_series_1_27() {
         .with_uid("bar")
         .with_field_path(".spec.containers[0]");
     let call = |action: &str| {
-        occurrence_v1!(
+        occurrence_events_v1!(
             regarding.clone(),
             Some(related.clone()),
             EventType::Normal,
@@ -172,7 +183,7 @@ fn d10_event_series_1_27() {
     assert!(w2.is_create() && w2.event().series.is_none());
     assert_eq!(drive(&mut cache, &api, vec![w2]), vec![Step::Stored]);
 
-    let stored = api.list_v1();
+    let stored = api.list_events_v1();
     assert_eq!(stored.len(), 2);
     let started = stored.iter().find(|e| e.action == "started").unwrap();
     assert_eq!(started.series.unwrap().count, 2);
@@ -227,7 +238,7 @@ fn d11_finish_series() {
     assert!(cache.series_of(&a).is_none());
     drive(&mut cache, &api, writes);
     assert_eq!(api.request_counts(), (creates, patches + 1));
-    let stored = api.get_v1("ns", &a.metadata.name).unwrap();
+    let stored = api.get_events_v1("ns", &a.metadata.name).unwrap();
     assert_eq!(stored.series.unwrap().count, 10);
     // (b) is still tracked: its next occurrence starts a series on the same object.
     let w = cache.observe(b.clone(), now).write.unwrap();
@@ -278,7 +289,7 @@ fn d12_heartbeat_success_and_failure() {
 }
 
 fn d18_events() -> (Event, Event) {
-    let f = EventFactoryV1 {
+    let f = kevents_core::events_v1::EventFactory {
         cluster_scoped_namespace: ClusterScopedNamespace::Default,
         ..factory("c", "c-1")
     };
@@ -327,7 +338,7 @@ fn d18_record_event_to_sink() {
         let mut cache = SeriesCache::new(SeriesOptions::default());
         let writes = input.into_iter().map(as_write).collect();
         assert_eq!(drive(&mut cache, &api, writes), steps);
-        let stored = api.list_v1();
+        let stored = api.list_events_v1();
         assert_eq!(stored.len(), 1);
         assert_eq!(&strip(stored[0].clone()), want);
     }
@@ -340,26 +351,26 @@ fn already_exists_on_series_create_is_retried_as_patch() {
     let mut cache = SeriesCache::new(SeriesOptions::default());
     // The series PATCH raced ahead of the CREATE: 404 → CREATE with series.
     let w = as_write(&e2);
-    let r = api.send_v1_now(&w);
+    let r = api.send_now_events_v1(&w);
     assert_eq!(cache.on_write_result(&w, &r), Step::Recreate);
     let create = w.recreate();
     // Meanwhile the original CREATE landed.
-    api.create_v1_now(&e).unwrap();
-    let r = api.send_v1_now(&create);
+    api.create_now_events_v1(&e).unwrap();
+    let r = api.send_now_events_v1(&create);
     assert!(r.as_ref().unwrap_err().is_already_exists());
     assert_eq!(cache.on_write_result(&create, &r), Step::Retry);
     let retry = create.retry();
     assert!(!retry.is_create());
     assert_eq!(
-        cache.on_write_result(&retry, &api.send_v1_now(&retry)),
+        cache.on_write_result(&retry, &api.send_now_events_v1(&retry)),
         Step::Stored
     );
-    assert_eq!(api.list_v1()[0].series.unwrap().count, 2);
+    assert_eq!(api.list_events_v1()[0].series.unwrap().count, 2);
 }
 
 #[test]
 fn d19_two_identical_calls_one_event_with_series() {
-    let f = EventFactoryV1 {
+    let f = kevents_core::events_v1::EventFactory {
         cluster_scoped_namespace: ClusterScopedNamespace::Default,
         ..factory("c", "c-1")
     };
@@ -377,7 +388,7 @@ fn d19_two_identical_calls_one_event_with_series() {
         drive(&mut cache, &api, w);
         clock.advance(Duration::from_millis(3));
     }
-    let stored = api.list_v1();
+    let stored = api.list_events_v1();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].metadata.namespace, "default");
     assert_eq!(stored[0].series.unwrap().count, 2);
@@ -407,7 +418,7 @@ fn d20_names_related_and_cluster_scoped() {
     let e = f
         .make(
             now,
-            occurrence_v1!(
+            occurrence_events_v1!(
                 p.clone(),
                 Some(node.clone()),
                 EventType::Warning,
@@ -426,7 +437,7 @@ fn d20_names_related_and_cluster_scoped() {
     assert_eq!(e.related, Some(node));
 
     let ip = ObjectReference::new("networking.k8s.io/v1", "IPAddress", "", "2001:db8::123");
-    let client_go = EventFactoryV1 {
+    let client_go = kevents_core::events_v1::EventFactory {
         cluster_scoped_namespace: ClusterScopedNamespace::Default,
         ..f.clone()
     };
@@ -575,7 +586,7 @@ fn flush_on_shutdown_writes_every_open_series_once() {
     drive(&mut cache, &api, writes);
     assert!(cache.is_empty());
     assert_eq!(
-        api.get_v1("ns", &a.metadata.name)
+        api.get_events_v1("ns", &a.metadata.name)
             .unwrap()
             .series
             .unwrap()
@@ -689,26 +700,42 @@ fn validation_rules() {
     let now = t("2021-01-01T00:00:00Z");
     let f = factory("c", "c-1");
     let ok = || occ(pod("ns", "p"), "r", "a", "n");
-    let err = |f: &EventFactoryV1, o: OccurrenceV1| f.make(now, o).unwrap_err();
+    let err = |f: &kevents_core::events_v1::EventFactory,
+               o: kevents_core::events_v1::Occurrence| f.make(now, o).unwrap_err();
 
     let mut o = ok();
     o.event_type = "Info".into();
-    assert_eq!(err(&f, o), InvalidEventV1::Type("Info".into()));
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::Type("Info".into())
+    );
     let mut o = ok();
     o.reason.clear();
-    assert_eq!(err(&f, o), InvalidEventV1::ReasonMissing);
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::ReasonMissing
+    );
     let mut o = ok();
     o.reason = "r".repeat(129);
-    assert_eq!(err(&f, o), InvalidEventV1::ReasonTooLong(129));
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::ReasonTooLong(129)
+    );
     let mut o = ok();
     o.reason = "é".repeat(64); // 128 bytes: fits
     assert!(f.make(now, o).is_ok());
     let mut o = ok();
     o.action.clear();
-    assert_eq!(err(&f, o), InvalidEventV1::ActionMissing);
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::ActionMissing
+    );
     let mut o = ok();
     o.action = "a".repeat(129);
-    assert_eq!(err(&f, o), InvalidEventV1::ActionTooLong(129));
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::ActionTooLong(129)
+    );
 
     // Note: truncated on a char boundary with the marker, or rejected.
     let mut o = ok();
@@ -716,11 +743,14 @@ fn validation_rules() {
     let e = f.make(now, o.clone()).unwrap();
     assert_eq!(e.note, format!("{}...", "a".repeat(1020)));
     assert!(e.note.len() <= 1024);
-    let reject = EventFactoryV1 {
+    let reject = kevents_core::events_v1::EventFactory {
         note_policy: NotePolicy::Reject,
         ..f.clone()
     };
-    assert_eq!(err(&reject, o), InvalidEventV1::NoteTooLong(1029));
+    assert_eq!(
+        err(&reject, o),
+        kevents_core::events_v1::InvalidEvent::NoteTooLong(1029)
+    );
     let mut o = ok();
     o.note = "n".repeat(1024);
     assert_eq!(reject.make(now, o).unwrap().note.len(), 1024);
@@ -729,7 +759,7 @@ fn validation_rules() {
         let g = factory(bad, "i");
         assert_eq!(
             err(&g, ok()),
-            InvalidEventV1::ReportingController(bad.into())
+            kevents_core::events_v1::InvalidEvent::ReportingController(bad.into())
         );
     }
     assert!(
@@ -739,39 +769,45 @@ fn validation_rules() {
     );
     assert_eq!(
         err(&factory("c", ""), ok()),
-        InvalidEventV1::ReportingInstanceMissing
+        kevents_core::events_v1::InvalidEvent::ReportingInstanceMissing
     );
     assert_eq!(
         err(&factory("c", &"i".repeat(129)), ok()),
-        InvalidEventV1::ReportingInstanceTooLong(129)
+        kevents_core::events_v1::InvalidEvent::ReportingInstanceTooLong(129)
     );
 
     // Names: legacy naming keeps invalid names and is refused; UUID fallback fixes them.
-    let legacy = EventFactoryV1 {
+    let legacy = kevents_core::events_v1::EventFactory {
         naming: kevents_core::Naming::Legacy,
         ..f.clone()
     };
     let mut o = ok();
     o.regarding.name = "Upper".into();
-    assert!(matches!(err(&legacy, o.clone()), InvalidEventV1::Name(_)));
+    assert!(matches!(
+        err(&legacy, o.clone()),
+        kevents_core::events_v1::InvalidEvent::Name(_)
+    ));
     assert!(f.make(now, o).is_ok());
 
     let mut o = ok();
     o.regarding.namespace = "Bad_NS".into();
-    assert_eq!(err(&f, o), InvalidEventV1::Namespace("Bad_NS".into()));
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::Namespace("Bad_NS".into())
+    );
 
     // Cluster-scoped objects on a 1.20 apiserver: only kube-system.
     let node = ObjectReference::new("v1", "Node", "", "n1");
-    let old_server = EventFactoryV1 {
+    let old_server = kevents_core::events_v1::EventFactory {
         cluster_scoped_namespace: ClusterScopedNamespace::Default,
         cluster_scoped_rule: ClusterScopedRule::KubeSystemOnly,
         ..f.clone()
     };
     assert!(matches!(
         err(&old_server, occ(node.clone(), "r", "a", "")),
-        InvalidEventV1::ClusterScopedNamespace { .. }
+        kevents_core::events_v1::InvalidEvent::ClusterScopedNamespace { .. }
     ));
-    let old_server_ok = EventFactoryV1 {
+    let old_server_ok = kevents_core::events_v1::EventFactory {
         cluster_scoped_namespace: ClusterScopedNamespace::KubeSystem,
         ..old_server
     };
@@ -779,7 +815,10 @@ fn validation_rules() {
 
     let mut o = ok();
     o.annotations.insert("bad key".into(), "v".into());
-    assert_eq!(err(&f, o), InvalidEventV1::AnnotationKey("bad key".into()));
+    assert_eq!(
+        err(&f, o),
+        kevents_core::events_v1::InvalidEvent::AnnotationKey("bad key".into())
+    );
 
     // Hand-built events: eventTime, series and deprecated fields.
     let good = f.make(now, ok()).unwrap();
@@ -788,13 +827,13 @@ fn validation_rules() {
     e.event_time = None;
     assert_eq!(
         events_v1::validate_create(&e, rule),
-        Err(InvalidEventV1::EventTimeMissing)
+        Err(kevents_core::events_v1::InvalidEvent::EventTimeMissing)
     );
     let mut e = good.clone();
     e.series = Some(EventSeries::new(1, now));
     assert_eq!(
         events_v1::validate_create(&e, rule),
-        Err(InvalidEventV1::SeriesCount(1))
+        Err(kevents_core::events_v1::InvalidEvent::SeriesCount(1))
     );
     let mut e = good.clone();
     e.series = Some(EventSeries {
@@ -803,19 +842,23 @@ fn validation_rules() {
     });
     assert_eq!(
         events_v1::validate_create(&e, rule),
-        Err(InvalidEventV1::SeriesLastObservedTime)
+        Err(kevents_core::events_v1::InvalidEvent::SeriesLastObservedTime)
     );
     let mut e = good.clone();
     e.deprecated_count = 1;
     assert_eq!(
         events_v1::validate_create(&e, rule),
-        Err(InvalidEventV1::Deprecated("deprecatedCount"))
+        Err(kevents_core::events_v1::InvalidEvent::Deprecated(
+            "deprecatedCount"
+        ))
     );
     let mut e = good;
     e.deprecated_source.component = "kubelet".into();
     assert_eq!(
         events_v1::validate_create(&e, rule),
-        Err(InvalidEventV1::Deprecated("deprecatedSource"))
+        Err(kevents_core::events_v1::InvalidEvent::Deprecated(
+            "deprecatedSource"
+        ))
     );
 }
 
@@ -827,24 +870,26 @@ fn memory_server_enforces_the_strict_rules() {
         .make(now, occ(pod("ns", "p"), "r", "a", ""))
         .unwrap();
     e.series = Some(EventSeries::new(1, now));
-    assert_eq!(api.create_v1_now(&e).unwrap_err().code(), Some(422));
+    assert_eq!(api.create_now_events_v1(&e).unwrap_err().code(), Some(422));
     e.series = None;
-    api.create_v1_now(&e).unwrap();
+    api.create_now_events_v1(&e).unwrap();
     let ns = e.metadata.namespace.clone();
     let name = e.metadata.name.clone();
     let count1 = br#"{"series":{"count":1,"lastObservedTime":"2021-01-01T00:00:00.000000Z"}}"#;
     assert_eq!(
-        api.patch_v1_now(&ns, &name, count1).unwrap_err().code(),
+        api.patch_now_events_v1(&ns, &name, count1)
+            .unwrap_err()
+            .code(),
         Some(422)
     );
     assert_eq!(
-        api.patch_v1_now(&ns, &name, br#"{"note":"other"}"#)
+        api.patch_now_events_v1(&ns, &name, br#"{"note":"other"}"#)
             .unwrap_err()
             .code(),
         Some(422)
     );
     assert!(
-        api.patch_v1_now(&ns, "missing", b"{}")
+        api.patch_now_events_v1(&ns, "missing", b"{}")
             .unwrap_err()
             .is_not_found()
     );
@@ -857,7 +902,7 @@ fn fallback_routing_between_the_apis() {
     let now = t("2021-01-01T00:00:00Z");
     let f = factory("c", "c-1");
     let node = ObjectReference::new("v1", "Node", "", "n1");
-    let call = OccurrenceV1::new(
+    let call = kevents_core::events_v1::Occurrence::new(
         pod("ns", "p"),
         Some(node),
         EventType::Warning,
@@ -901,7 +946,10 @@ fn fallback_routing_between_the_apis() {
     // Invalid calls are refused on the v1 path before anything is built.
     let mut bad = call;
     bad.action.clear();
-    assert_eq!(v1.route(&f, now, bad), Err(InvalidEventV1::ActionMissing));
+    assert_eq!(
+        v1.route(&f, now, bad),
+        Err(kevents_core::events_v1::InvalidEvent::ActionMissing)
+    );
 
     // A core/v1 style call recorded into the new API: action defaults to the reason.
     let o = kevents_core::Occurrence::new(pod("ns", "p"), EventType::Normal, "Pulled", "ok");
@@ -917,7 +965,7 @@ fn conversion_round_trips_through_core() {
     let mut e = f
         .make(
             t("2021-01-01T00:00:00Z"),
-            OccurrenceV1::new(
+            kevents_core::events_v1::Occurrence::new(
                 pod("ns", "p"),
                 Some(pod("ns", "q")),
                 EventType::Normal,
@@ -1011,7 +1059,7 @@ proptest! {
         note in ".{0,1100}",
         kube_system in any::<bool>(),
     ) {
-        let f = EventFactoryV1 {
+        let f = kevents_core::events_v1::EventFactory {
             cluster_scoped_namespace: if kube_system {
                 ClusterScopedNamespace::KubeSystem
             } else {
@@ -1019,11 +1067,11 @@ proptest! {
             },
             ..factory(&controller, &instance)
         };
-        let o = OccurrenceV1::new(pod(&ns, &name), None, EventType::Normal, reason, action, note);
+        let o = kevents_core::events_v1::Occurrence::new(pod(&ns, &name), None, EventType::Normal, reason, action, note);
         if let Ok(e) = f.make(t("2021-01-01T00:00:00Z"), o) {
             prop_assert_eq!(events_v1::validate_create(&e, ClusterScopedRule::default()), Ok(()));
             let api = MemoryApiServer::new();
-            prop_assert!(api.create_v1_now(&e).is_ok());
+            prop_assert!(api.create_now_events_v1(&e).is_ok());
             prop_assert!(e.note.len() <= 1024);
         }
     }

@@ -71,8 +71,8 @@ pub use kevents_core::request::STRATEGIC_MERGE_PATCH;
 ///     Err(e) => return Err(e.into()),
 /// }
 /// requests.delete_event("default", "web-1.17a0c2b5d9e5f3a1").await?;
-/// let v1 = requests.list_events_v1("").await?;
-/// let one = requests.get_event_v1("default", "web-1.17a0c2b5d9e5f3a1").await?;
+/// let v1 = requests.events_v1().list_events("").await?;
+/// let one = requests.events_v1().get_event("default", "web-1.17a0c2b5d9e5f3a1").await?;
 /// let served = requests.api_served("/apis/events.k8s.io/v1").await?;
 /// let report = requests
 ///     .preflight(&PreflightPlan::discover(["team-a"]).reporter("example.com/ctl", "ctl-1"))
@@ -80,21 +80,21 @@ pub use kevents_core::request::STRATEGIC_MERGE_PATCH;
 /// # Ok(()) }
 /// ```
 ///
-/// `events.k8s.io/v1` ([`EventSinkV1`](kevents_core::events_v1::EventSinkV1)):
+/// `events.k8s.io/v1` ([`events_v1::EventSink`](kevents_core::events_v1::EventSink)):
 /// `POST`/`PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]`, the event's JSON
 /// and the series patch as `application/strategic-merge-patch+json`, answers decoded as for
 /// core/v1:
 ///
 /// ```no_run
-/// use kevents_core::events_v1::{write_once, EventFactoryV1, OccurrenceV1, Reporter, SeriesCache,
+/// use kevents_core::events_v1::{Occurrence, EventFactory, write_once, Reporter, SeriesCache,
 ///                            SeriesOptions};
 /// use kevents_core::{Clock, EventType, ObjectReference, SystemClock};
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 /// let now = SystemClock.now();
 /// let sink = kevents_http::HttpSink::infer().await?;
-/// let factory = EventFactoryV1::new(Reporter::new("example.com/ctl"));
+/// let factory = EventFactory::new(Reporter::new("example.com/ctl"));
 /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
-/// let e = factory.make(now, OccurrenceV1::new(pod, None, EventType::Normal,
+/// let e = factory.make(now, Occurrence::new(pod, None, EventType::Normal,
 ///                      "Scheduled", "Binding", "bound"))?;
 /// let mut cache = SeriesCache::new(SeriesOptions::default());
 /// for w in cache.observe(e, now) {
@@ -481,7 +481,7 @@ impl Transport for HttpSink {
     }
 }
 
-// EventSink, EventSinkV1 and PreflightApi: the request layer's, through `requests`.
+// EventSink, events_v1::EventSink and PreflightApi: the request layer's, through `requests`.
 kevents_core::__request_sink!(HttpSink);
 
 #[cfg(test)]

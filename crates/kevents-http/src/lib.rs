@@ -1,6 +1,6 @@
 //! The HTTP side of kevents: [`HttpSink`], an [`EventSink`](kevents_core::EventSink) that
 //! writes core/v1 Events to a Kubernetes apiserver exactly as client-go's `EventSinkImpl`
-//! does, and an [`EventSinkV1`](kevents_core::events_v1::EventSinkV1) for
+//! does, and an [`events_v1::EventSink`](kevents_core::events_v1::EventSink) for
 //! `events.k8s.io/v1`, over `reqwest` with rustls (crypto provider `ring`).
 //!
 //! Source layout: `client.rs` ([`HttpSink`], the transport both APIs share: URLs,

@@ -271,7 +271,12 @@ async fn a_list_that_repeats_its_continue_token_ends_with_an_error() {
     .unwrap();
     let sink = HttpSink::new(HttpConfig::new(&sim.url()).unwrap()).unwrap();
     sim.set_faults(Faults::endless_list(ListFault::RepeatContinue));
-    let err = sink.requests().list_events_v1("default").await.unwrap_err();
+    let err = sink
+        .requests()
+        .events_v1()
+        .list_events("default")
+        .await
+        .unwrap_err();
     assert!(matches!(err, ListError::RepeatedContinue { .. }), "{err:?}");
 }
 

@@ -152,7 +152,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         println!("  configmap {name}: {n} events published");
     }
-    if let Some(s) = report.stats.sink_v1(kevents_kube::SINK_NAME) {
+    if let Some(s) = report.stats.sink_events_v1(kevents_kube::SINK_NAME) {
         println!(
             "recorder: {} published, {} written ({} creates, {} patches), {} failed, completed {}",
             report.stats.recorded,

@@ -5,11 +5,11 @@
 //! the kevents pipeline without a second client or a rewrite of its event code:
 //!
 //! * [`KubeSink`]: the sinks of both event APIs (core/v1 [`EventSink`](kevents_core::EventSink),
-//!   `events.k8s.io/v1` [`EventSinkV1`](kevents_core::events_v1::EventSinkV1)) over an
+//!   `events.k8s.io/v1` [`events_v1::EventSink`](kevents_core::events_v1::EventSink)) over an
 //!   existing `kube::Client`, with kevents-http's requests and error classification (404 →
 //!   CREATE, 409 dropped quietly, 429/5xx and transport errors retried, `Retry-After`
 //!   honoured), bounded response reads and sanitised server text. Use it with
-//!   `Pipeline::builder(..).sink(..)` / `.sink_v1(..)` like kevents-http's `HttpSink`.
+//!   `Pipeline::builder(..).sink(..)` / `.sink_events_v1(..)` like kevents-http's `HttpSink`.
 //! * [`Recorder`]: a drop-in for `kube::runtime::events::Recorder` (`Recorder::new(client,
 //!   reporter)`, `publish(&Event, &ObjectReference)`, kube's own types) backed by the kevents
 //!   pipeline: non-blocking, series counted exactly under concurrency, final counts written
@@ -70,10 +70,11 @@
 //! ## A pipeline of your own over the client
 //!
 //! ```no_run
-//! use kevents_actors::{Pipeline, SinkOptionsV1};
-//! use kevents_core::events_v1::{OccurrenceV1, Reporter};
+//! use kevents_actors::Pipeline;
+//! use kevents_core::events_v1::{Occurrence, Reporter};
 //! use kevents_core::{EventSource, EventType, ObjectReference};
 //! use kevents_kube::KubeSink;
+//! use kevents_actors::events_v1::SinkOptions;
 //!
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
@@ -82,11 +83,11 @@
 //! // In a tokio application the pipeline runs on a thread of its own.
 //! let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
 //!     .events_v1(kevents_actors::EventsV1Config::new(Reporter::new("example.com/ctl")).served(served))
-//!     .sink_v1("apiserver", sink.clone(), SinkOptionsV1::default())
+//!     .sink_events_v1("apiserver", sink.clone(), SinkOptions::default())
 //!     .sink("apiserver", sink, Default::default())
 //!     .start();
 //! let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
-//! pipeline.recorder().event_v1(OccurrenceV1::new(pod, None, EventType::Normal,
+//! pipeline.recorder().events_v1().emit(Occurrence::new(pod, None, EventType::Normal,
 //!                                                "Scheduled", "Binding", "bound"))?;
 //! pipeline.shutdown(std::time::Duration::from_secs(10)).await;
 //! # Ok(()) }

@@ -23,7 +23,7 @@ pub use kevents_core::request::{
 };
 
 /// An [`EventSink`](kevents_core::EventSink) (core/v1) and
-/// [`EventSinkV1`](kevents_core::events_v1::EventSinkV1) (`events.k8s.io/v1`) that sends its
+/// [`events_v1::EventSink`](kevents_core::events_v1::EventSink) (`events.k8s.io/v1`) that sends its
 /// requests through an existing [`kube::Client`]: the application's authentication (including
 /// exec plugins and token refresh), proxy, TLS and tower middleware are used as they are.
 ///
@@ -42,9 +42,9 @@ pub use kevents_core::request::{
 /// let requests = sink.requests();
 /// let report = requests.preflight(&kevents_core::preflight::PreflightPlan::discover(["a"])).await?;
 /// let (v1, any) = (requests.events_v1_served().await?, requests.api_served("/api/v1").await?);
-/// let listed = (requests.list_events("a").await?.len(), requests.list_events_v1("a").await?.len());
+/// let listed = (requests.list_events("a").await?.len(), requests.events_v1().list_events("a").await?.len());
 /// let first = requests.get_event("a", "web.1").await?;
-/// let series = requests.get_event_v1("a", "web.1").await?.series;
+/// let series = requests.events_v1().get_event("a", "web.1").await?.series;
 /// requests.delete_event("a", "web.1").await?;
 /// # Ok(()) }
 /// ```
@@ -204,7 +204,7 @@ impl KubeSink {
     ///
     /// ```no_run
     /// # async fn f(sink: kevents_kube::KubeSink) -> Result<(), kevents_kube::ListError> {
-    /// let events = sink.requests().list_events_v1("default").await?;
+    /// let events = sink.requests().events_v1().list_events("default").await?;
     /// println!("{} events.k8s.io/v1 events in default", events.len());
     /// # Ok(()) }
     /// ```
@@ -213,7 +213,7 @@ impl KubeSink {
     }
 }
 
-// EventSink, EventSinkV1 and PreflightApi: the request layer's, through `requests`.
+// EventSink, events_v1::EventSink and PreflightApi: the request layer's, through `requests`.
 kevents_core::__request_sink!(KubeSink);
 
 /// One request through the kube client, its answer read up to the request's limit, within

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::{client_for, real_target};
 use k8s_openapi::api::core::v1::ObjectReference as K8sReference;
-use kevents_actors::{EventsV1Config, Pipeline, SinkOptions, SinkOptionsV1};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::{EventsV1Config, Pipeline, SinkOptions};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference};
 use kevents_kube::{KubeSink, Recorder, SINK_NAME};
 use kevents_testkit::Identity;
@@ -28,7 +28,7 @@ kevents_testkit::real_apiserver_tests! {
         let sink = KubeSink::new(client.clone());
         let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
             .events_v1(EventsV1Config::new(Reporter::with_instance("example.com/ctl", "ctl-1")))
-            .sink_v1("apiserver", sink.clone(), SinkOptionsV1::default())
+            .sink_events_v1("apiserver", sink.clone(), kevents_actors::events_v1::SinkOptions::default())
             .sink("apiserver", sink, SinkOptions::default())
             .start();
         assert!(pipeline.runs_on_own_thread());
@@ -40,7 +40,7 @@ kevents_testkit::real_apiserver_tests! {
                 .event(&web, EventType::Warning, "BackOff", "restarting")
                 .expect("recorded");
             recorder
-                .event_v1(OccurrenceV1::new(
+                .events_v1().emit(kevents_core::events_v1::Occurrence::new(
                     api.clone(),
                     None,
                     EventType::Normal,
@@ -53,7 +53,7 @@ kevents_testkit::real_apiserver_tests! {
         let report = pipeline.shutdown(Duration::from_secs(30)).await;
         assert!(report.completed, "{report}");
         let sink = report.stats.sink("apiserver").expect("core/v1 chain");
-        let series = report.stats.sink_v1("apiserver").expect("series chain");
+        let series = report.stats.sink_events_v1("apiserver").expect("series chain");
         assert!(sink.delivered() >= 1 && series.delivered() >= 2, "{report}");
         assert_eq!(report.delivered(), sink.delivered() + series.delivered(), "{report}");
         assert_eq!(report.failed(), 0, "{report}");
@@ -105,7 +105,7 @@ kevents_testkit::real_apiserver_tests! {
             .shutdown(Duration::from_secs(30))
             .await
             .expect("report");
-        let series = report.stats.sink_v1(SINK_NAME).expect("series chain");
+        let series = report.stats.sink_events_v1(SINK_NAME).expect("series chain");
         // A CREATE, the PATCH starting the series, the final count at shutdown.
         assert_eq!(series.delivered(), 3, "{report}");
         assert_eq!(report.delivered(), 3, "{report}");

@@ -78,7 +78,7 @@ kevents_testkit::real_apiserver_tests! {
         let reconciled = example::run_controller(client.clone(), ns, Arc::clone(&ctx), stop).await;
         let report = recorder.shutdown(Duration::from_secs(30)).await.expect("shutdown");
         assert!(report.completed, "{report:?}");
-        let s = report.stats.sink_v1(SINK_NAME).expect("series chain").clone();
+        let s = report.stats.sink_events_v1(SINK_NAME).expect("series chain").clone();
         assert_eq!(s.failed(), 0, "{s:?}");
 
         let published = ctx.published.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -86,7 +86,7 @@ kevents_testkit::real_apiserver_tests! {
         assert_eq!(published.len(), 5, "{published:?}");
         assert!(reconciled >= 10, "{reconciled} reconciles");
 
-        let events = KubeSink::new(client.clone()).requests().list_events_v1(ns).await.expect("list");
+        let events = KubeSink::new(client.clone()).requests().events_v1().list_events(ns).await.expect("list");
         for (name, n) in &published {
             let about: Vec<_> = events.iter().filter(|e| &e.regarding.name == name).collect();
             assert_eq!(about.len(), 1, "one event about {name}: {about:#?}");
@@ -181,7 +181,7 @@ kevents_testkit::real_apiserver_tests! {
         assert!(report.completed, "{report:?}");
         let kevents_writes = event_writes(&client).await - before;
 
-        let events = KubeSink::new(client.clone()).requests().list_events_v1(ns).await.expect("list");
+        let events = KubeSink::new(client.clone()).requests().events_v1().list_events(ns).await.expect("list");
         let summary = |name: &str| {
             let about: Vec<_> = events.iter().filter(|e| e.regarding.name == name).collect();
             let total: u64 = about.iter().map(|e| e.series.map_or(1, |s| s.count as u64)).sum();

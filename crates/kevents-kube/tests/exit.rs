@@ -112,7 +112,7 @@ kevents_testkit::real_apiserver_tests! {
             // Read back right after the process is gone.
             let stored: Vec<_> = target
                 .admin
-                .requests().list_events_v1("default")
+                .requests().events_v1().list_events("default")
                 .await
                 .expect("list events.k8s.io/v1")
                 .into_iter()

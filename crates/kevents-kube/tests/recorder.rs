@@ -5,11 +5,12 @@
 
 mod common;
 
+use kevents_core::events_v1::EventSink as _;
 use std::time::Duration;
 
 use common::{client_for, kube_client};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kevents_core::events_v1::{EventFactoryV1, EventSinkV1, OccurrenceV1, Reporter};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{Disposition, SinkError, Stored};
 use kevents_kube::{KubeSink, Notes, PublishError, Recorder, RecorderOptions, SINK_NAME};
 use kevents_sim::{Faults, SimConfig, Simulator};
@@ -86,14 +87,18 @@ async fn sixteen_tasks(target: &Target) {
     let report = join_then_shut_down(tasks, &recorder, Duration::from_secs(30)).await;
     assert_eq!(report.stats.recorded, 800);
     assert_eq!(report.stats.dropped_total(), 0, "{report:?}");
-    let s = report.stats.sink_v1(SINK_NAME).expect("series chain");
+    let s = report
+        .stats
+        .sink_events_v1(SINK_NAME)
+        .expect("series chain");
     assert_eq!(s.failed(), 0, "{s:?}");
     // Per ConfigMap: CREATE, series start PATCH, final PATCH at shutdown.
     assert_eq!(s.created, 4, "{s:?}");
     let sink = KubeSink::new(client);
     let events = sink
         .requests()
-        .list_events_v1("default")
+        .events_v1()
+        .list_events("default")
         .await
         .expect("list");
     let mine: Vec<_> = events
@@ -161,7 +166,8 @@ async fn a_request_right_after_shutdown_is_answered() {
             Duration::from_secs(5),
             KubeSink::new(client.clone())
                 .requests()
-                .list_events_v1("default"),
+                .events_v1()
+                .list_events("default"),
         )
         .await;
         match list {
@@ -201,7 +207,7 @@ async fn invalid_events_and_shutdown_are_refused_at_the_call() {
     assert_eq!(
         report
             .stats
-            .sink_v1(SINK_NAME)
+            .sink_events_v1(SINK_NAME)
             .map(|s| (s.created, s.failed())),
         Some((1, 0))
     );
@@ -219,7 +225,8 @@ async fn invalid_events_and_shutdown_are_refused_at_the_call() {
     assert!(as_kube.to_string().contains("shut down"));
     let stored = KubeSink::new(client_for(&target, Identity::Admin).await)
         .requests()
-        .list_events_v1("default")
+        .events_v1()
+        .list_events("default")
         .await
         .expect("list");
     let e = stored
@@ -261,7 +268,8 @@ async fn notes_first_keeps_the_first_distinct_keeps_each() {
     }
     let events = KubeSink::new(client)
         .requests()
-        .list_events_v1("default")
+        .events_v1()
+        .list_events("default")
         .await
         .expect("list");
     let of = |name: &str| {
@@ -286,10 +294,17 @@ async fn notes_first_keeps_the_first_distinct_keeps_each() {
 
 fn v1_event(name: &str) -> kevents_core::events_v1::Event {
     let pod = kevents_core::ObjectReference::new("v1", "Pod", "default", name);
-    EventFactoryV1::new(Reporter::with_instance("kevents.io/t", "t-0"))
+    kevents_core::events_v1::EventFactory::new(Reporter::with_instance("kevents.io/t", "t-0"))
         .make(
             kevents_core::Time::from(std::time::SystemTime::now()),
-            OccurrenceV1::new(pod, None, kevents_core::EventType::Normal, "R", "A", "n"),
+            kevents_core::events_v1::Occurrence::new(
+                pod,
+                None,
+                kevents_core::EventType::Normal,
+                "R",
+                "A",
+                "n",
+            ),
         )
         .expect("valid")
 }
@@ -307,13 +322,13 @@ async fn errors_are_classified_like_kevents_http() {
         .with_request_timeout(Duration::from_millis(1500));
 
     sim.set_faults(Faults::too_many_requests(2, 1));
-    let err = sink.create_v1(&v1_event("f-429")).await.unwrap_err();
+    let err = sink.create_events_v1(&v1_event("f-429")).await.unwrap_err();
     assert_eq!(err.code(), Some(429), "{err:?}");
     assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
     assert_eq!(err.disposition(), Disposition::Retry);
 
     sim.set_faults(Faults::error(503, 1));
-    let err = sink.create_v1(&v1_event("f-503")).await.unwrap_err();
+    let err = sink.create_events_v1(&v1_event("f-503")).await.unwrap_err();
     assert_eq!(
         (err.code(), err.disposition()),
         (Some(503), Disposition::Retry)
@@ -325,7 +340,7 @@ async fn errors_are_classified_like_kevents_http() {
         "InternalError",
         "boom\u{1b}[2J\r\nfake log line",
     ));
-    let err = sink.create_v1(&v1_event("f-500")).await.unwrap_err();
+    let err = sink.create_events_v1(&v1_event("f-500")).await.unwrap_err();
     let SinkError::Status(s) = &err else {
         panic!("{err:?}")
     };
@@ -335,12 +350,18 @@ async fn errors_are_classified_like_kevents_http() {
     );
 
     sim.set_faults(Faults::resets(1));
-    let err = sink.create_v1(&v1_event("f-reset")).await.unwrap_err();
+    let err = sink
+        .create_events_v1(&v1_event("f-reset"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, SinkError::Transport(_)), "{err:?}");
     assert_eq!(err.disposition(), Disposition::Retry);
 
     sim.set_faults(Faults::unresponsive());
-    let err = sink.create_v1(&v1_event("f-timeout")).await.unwrap_err();
+    let err = sink
+        .create_events_v1(&v1_event("f-timeout"))
+        .await
+        .unwrap_err();
     assert_eq!(err, SinkError::Timeout(Duration::from_millis(1500)));
     sim.clear_faults();
 
@@ -348,7 +369,7 @@ async fn errors_are_classified_like_kevents_http() {
     let retrying = KubeSink::new(kube_client(&yaml, true).await);
     sim.set_faults(Faults::too_many_requests(1, 1));
     retrying
-        .create_v1(&v1_event("f-429-kube-retry"))
+        .create_events_v1(&v1_event("f-429-kube-retry"))
         .await
         .expect("kube's client retried the 429");
 
@@ -356,7 +377,7 @@ async fn errors_are_classified_like_kevents_http() {
     // stored as sent.
     let small = KubeSink::new(kube_client(&yaml, false).await).with_max_response_bytes(64);
     let stored = small
-        .create_v1(&v1_event("f-big-echo"))
+        .create_events_v1(&v1_event("f-big-echo"))
         .await
         .expect("stored");
     assert_eq!(stored, Stored::AsSent, "the event as sent");
@@ -377,6 +398,6 @@ async fn nobody_token_is_forbidden_and_dropped() {
         .shutdown(Duration::from_secs(10))
         .await
         .expect("shutdown");
-    let s = report.stats.sink_v1(SINK_NAME).expect("series");
+    let s = report.stats.sink_events_v1(SINK_NAME).expect("series");
     assert_eq!((s.created, s.rejected), (0, 1), "{s:?}");
 }

@@ -62,7 +62,10 @@ async fn refused_publishes<S>(target: &Target<S>) {
             .contains(&format!("25 occurrences not stored: 25 \u{d7} {cause}")),
         "{report}"
     );
-    let s = report.stats.sink_v1(SINK_NAME).expect("the series chain");
+    let s = report
+        .stats
+        .sink_events_v1(SINK_NAME)
+        .expect("the series chain");
     assert_eq!(s.not_stored_by_cause, [(cause.to_owned(), 25)], "{s:?}");
     // Every request was one of the CREATEs the cache produced (a 403 is not retried): no
     // PATCH was attempted.

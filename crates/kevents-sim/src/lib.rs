@@ -4,7 +4,7 @@
 //!   loopback HTTP (or HTTPS with a generated self-signed certificate), with injectable
 //!   faults (below);
 //! * [`MemoryApiServer`] ([`memory`]): an in-memory apiserver called directly, without HTTP
-//!   (an `EventSink` and an `EventSinkV1`), for tests, replay and benchmarks;
+//!   (an `EventSink` and an `events_v1::EventSink`), for tests, replay and benchmarks;
 //! * [`replay`]: replaying recorded occurrences through the core/v1 correlation path (the
 //!   `kevents replay` command);
 //! * [`workload`]: the benchmark workloads of `docs/benchmarks.md`.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
-use kevents_core::events_v1::{self, ClusterScopedRule, EventSinkV1, SinkFutureV1};
+use kevents_core::events_v1::{self, ClusterScopedRule};
 use kevents_core::status::{SinkError, Status, StatusDetails};
 use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
@@ -188,10 +188,13 @@ impl MemoryApiServer {
     /// use kevents_core::events_v1::Event;
     /// use kevents_sim::MemoryApiServer;
     /// let api = MemoryApiServer::new();
-    /// let err = api.create_v1_now(&Event::default()).unwrap_err();
+    /// let err = api.create_now_events_v1(&Event::default()).unwrap_err();
     /// assert_eq!(err.code(), Some(422));
     /// ```
-    pub fn create_v1_now(&self, event: &events_v1::Event) -> Result<events_v1::Event, SinkError> {
+    pub fn create_now_events_v1(
+        &self,
+        event: &events_v1::Event,
+    ) -> Result<events_v1::Event, SinkError> {
         if let Err(e) = events_v1::validate_create(event, ClusterScopedRule::DefaultOrKubeSystem) {
             return Err(status(422, "Invalid", e.to_string(), &event.metadata.name));
         }
@@ -206,7 +209,7 @@ impl MemoryApiServer {
 
     /// Applies a strategic-merge patch to an `events.k8s.io/v1` event, as
     /// `PATCH /apis/events.k8s.io/v1/namespaces/{ns}/events/{name}`.
-    pub fn patch_v1_now(
+    pub fn patch_now_events_v1(
         &self,
         namespace: &str,
         name: &str,
@@ -244,28 +247,28 @@ impl MemoryApiServer {
         Ok(updated)
     }
 
-    /// Performs a series-cache write now: CREATE or PATCH, answered as [`EventSinkV1`]
+    /// Performs a series-cache write now: CREATE or PATCH, answered as [`events_v1::EventSink`]
     /// answers (the stored copy), for `SeriesCache::on_write_result`.
-    pub fn send_v1_now(
+    pub fn send_now_events_v1(
         &self,
         write: &events_v1::Write,
     ) -> Result<Stored<events_v1::Event>, SinkError> {
         match write {
-            events_v1::Write::Create { event, .. } => self.create_v1_now(event),
+            events_v1::Write::Create { event, .. } => self.create_now_events_v1(event),
             events_v1::Write::Patch { event, patch, .. } => {
-                self.patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
+                self.patch_now_events_v1(&event.metadata.namespace, &event.metadata.name, patch)
             }
         }
         .map(Stored::from)
     }
 
     /// The stored event seen through `events.k8s.io/v1`, if any.
-    pub fn get_v1(&self, namespace: &str, name: &str) -> Option<events_v1::Event> {
+    pub fn get_events_v1(&self, namespace: &str, name: &str) -> Option<events_v1::Event> {
         self.get(namespace, name).map(events_v1::Event::from)
     }
 
     /// Every stored event seen through `events.k8s.io/v1`, ordered by namespace and name.
-    pub fn list_v1(&self) -> Vec<events_v1::Event> {
+    pub fn list_events_v1(&self) -> Vec<events_v1::Event> {
         self.list()
             .into_iter()
             .map(events_v1::Event::from)
@@ -292,15 +295,19 @@ fn merge_json(target: &mut Value, patch: Value) {
     }
 }
 
-impl EventSinkV1 for MemoryApiServer {
-    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
-        let r = self.create_v1_now(event).map(Stored::from);
+impl kevents_core::events_v1::EventSink for MemoryApiServer {
+    fn create_events_v1(&self, event: &events_v1::Event) -> kevents_core::events_v1::SinkFuture {
+        let r = self.create_now_events_v1(event).map(Stored::from);
         Box::pin(async move { r })
     }
 
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
         let r = self
-            .patch_v1_now(&event.metadata.namespace, &event.metadata.name, patch)
+            .patch_now_events_v1(&event.metadata.namespace, &event.metadata.name, patch)
             .map(Stored::from);
         Box::pin(async move { r })
     }

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
-use kevents_core::events_v1::{OccurrenceV1, Reporter};
+use kevents_actors::{EventsV1Config, Pipeline};
+use kevents_core::events_v1::Reporter;
 use kevents_core::{EventSource, EventType, ObjectReference};
 use kevents_testkit::Target;
 use kevents_testkit::conformance::events_v1;
@@ -34,12 +34,16 @@ async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
         .events_v1(
             EventsV1Config::new(Reporter::with_instance("kevents.io/e2e", "e2e-0")).served(served),
         )
-        .sink_v1("apiserver", target.admin.clone(), SinkOptionsV1::default())
+        .sink_events_v1(
+            "apiserver",
+            target.admin.clone(),
+            kevents_actors::events_v1::SinkOptions::default(),
+        )
         .start();
     let recorder = pipeline.recorder();
     let regarding = ObjectReference::new("v1", "Pod", "default", pod).with_uid("uid-e2e");
     for i in 0..repeats {
-        let occ = OccurrenceV1::new(
+        let occ = kevents_core::events_v1::Occurrence::new(
             regarding.clone(),
             None,
             EventType::Warning,
@@ -47,7 +51,7 @@ async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
             "Restart",
             format!("crash {i}"),
         );
-        recorder.event_v1(occ).expect("valid event");
+        recorder.events_v1().emit(occ).expect("valid event");
         if i == 1 {
             // Let the CREATE and the series start reach the server before the repeats.
             pipeline.flush().await.expect("flush");
@@ -55,7 +59,10 @@ async fn record_series(target: &Target, pod: &str, repeats: usize) -> String {
     }
     let report = pipeline.shutdown(Duration::from_secs(30)).await;
     assert!(report.completed, "{report:?}");
-    let s = report.stats.sink_v1("apiserver").expect("series stats");
+    let s = report
+        .stats
+        .sink_events_v1("apiserver")
+        .expect("series stats");
     assert_eq!((s.created, s.failed()), (1, 0), "{s:?}");
     assert_eq!(s.cache.flushed, 1, "{s:?}");
     format!("{pod}.")
@@ -68,7 +75,8 @@ async fn simulator_pipeline_series_count() {
     let events = target
         .admin
         .requests()
-        .list_events_v1("default")
+        .events_v1()
+        .list_events("default")
         .await
         .expect("list");
     let e = events

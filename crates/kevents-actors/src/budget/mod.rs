@@ -62,7 +62,7 @@ struct Inner {
 /// The write budget of one apiserver, shared by every sink (core/v1 and events.k8s.io/v1
 /// chains, of one pipeline or several) that writes to it: clone the handle and give it to
 /// each ([`SinkOptions::budget`](crate::SinkOptions::budget),
-/// [`SinkOptionsV1::budget`](crate::SinkOptionsV1::budget),
+/// [`events_v1::SinkOptions::budget`](crate::events_v1::SinkOptions::budget),
 /// [`PipelineBuilder::write_budget`](crate::PipelineBuilder::write_budget)). Without one, each
 /// pipeline builder makes one with [`BudgetOptions::default`], named `default`, shared by
 /// its chains. Several processes writing to one apiserver each adapt on their own and

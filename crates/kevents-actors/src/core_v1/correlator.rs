@@ -133,7 +133,7 @@ impl CorrelatorActor {
         // The (first) occurrence is the broadcaster's record itself: correlated in place,
         // copied only when another watcher holds it too. events.k8s.io/v1 events belong to
         // series sink chains (the fallback to core/v1 happens at the recorder, which then
-        // emits `Recorded::Core`).
+        // emits `Recorded::CoreV1`).
         let Some(first) = SharedCore::from_recorded(record) else {
             return;
         };

@@ -5,14 +5,11 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
-use kevents_core::events_v1::{
-    EventSinkV1, SeriesCache, Step, Write, WriteOutcomeV1, WriteReason, write_once,
-};
+use kevents_core::events_v1::{SeriesCache, Step, Write, WriteReason, write_once};
 use kevents_core::{SharedClock, SinkError, Time, WriteKind};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::options::SinkOptionsV1;
 use crate::budget::{Health, Scoped, WriteBudget, object_hash};
 use crate::message::{DeliverySlot, EventMessage, Recorded, v1_repeat};
 use crate::policy::RetryPolicy;
@@ -21,7 +18,7 @@ use crate::telemetry::{SeriesCounters, SeriesWriteEnd, WriteRefusal};
 use crate::writer::{Coalesce, Key, KeyedWriter, KeyedWrites, Panicked, Settle, pump};
 
 /// Shortest time between two walks of the cache summing the occurrences the server lacks
-/// ([`SeriesSnapshot::unwritten`](crate::SeriesSnapshot::unwritten)) after writes ended.
+/// ([`events_v1::SinkSnapshot::unwritten`](crate::events_v1::SinkSnapshot::unwritten)) after writes ended.
 const UNWRITTEN_EVERY: Duration = Duration::from_millis(20);
 
 /// Shortest sleep of the timer.
@@ -94,7 +91,7 @@ impl Coalesce for Write {
 /// The series sink actor.
 pub(crate) struct SeriesActor {
     cache: SeriesCache,
-    sink: Arc<dyn EventSinkV1>,
+    sink: Arc<dyn kevents_core::events_v1::EventSink>,
     retry: RetryPolicy,
     clock: SharedClock,
     max_tick: Duration,
@@ -123,8 +120,8 @@ pub(crate) struct SeriesActor {
 
 impl SeriesActor {
     pub(crate) fn new(
-        sink: Arc<dyn EventSinkV1>,
-        options: SinkOptionsV1,
+        sink: Arc<dyn kevents_core::events_v1::EventSink>,
+        options: crate::events_v1::SinkOptions,
         budget: WriteBudget,
         clock: SharedClock,
         counters: Arc<SeriesCounters>,
@@ -288,8 +285,8 @@ impl SeriesActor {
 
 impl KeyedWrites for SeriesActor {
     type Write = Write;
-    type Output = WriteOutcomeV1;
-    type Attempt = BoxFuture<'static, WriteOutcomeV1>;
+    type Output = kevents_core::events_v1::WriteOutcome;
+    type Attempt = BoxFuture<'static, kevents_core::events_v1::WriteOutcome>;
 
     fn writer(&mut self) -> &mut KeyedWriter<Write> {
         &mut self.writer
@@ -321,7 +318,7 @@ impl KeyedWrites for SeriesActor {
     fn settle(
         &mut self,
         key: &Key,
-        out: Result<WriteOutcomeV1, Panicked>,
+        out: Result<kevents_core::events_v1::WriteOutcome, Panicked>,
         ctx: &mut Context<Self>,
     ) -> Settle {
         if self.paused() {
@@ -344,7 +341,7 @@ impl KeyedWrites for SeriesActor {
         let out = out.unwrap_or_else(|Panicked(panic)| {
             tracing::error!(sink = %self.counters.name(), event = %key, panic = %panic,
                 "events.k8s.io/v1 sink panicked; restarting it (queued writes are kept)");
-            WriteOutcomeV1 {
+            kevents_core::events_v1::WriteOutcome {
                 sent: job.write.clone(),
                 result: Err(SinkError::Transport(
                     "the events.k8s.io/v1 sink panicked".into(),

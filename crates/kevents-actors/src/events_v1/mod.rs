@@ -1,12 +1,15 @@
-//! The events.k8s.io/v1 sink chain (client-go 1.27+ `tools/events` event series): a
-//! [`SeriesActor`](actor) registered as a watcher that owns a bounded
-//! [`SeriesCache`](kevents_core::events_v1::SeriesCache), runs its heartbeat/finish timers on
-//! the actix clock, writes through an [`EventSinkV1`] with the keyed writer engine, and
-//! writes the latest count of every open series on graceful shutdown.
+//! The events.k8s.io/v1 side of the pipeline (client-go 1.27+ `tools/events`): the twins of
+//! the core/v1 items at the crate's root, named alike ([`SinkOptions`], [`SinkSnapshot`]; docs/architecture.md, "Names of the two APIs").
+//!
+//! Inside, the events.k8s.io/v1 sink chain: a series actor registered as a watcher that owns
+//! a bounded [`SeriesCache`](kevents_core::events_v1::SeriesCache), runs its heartbeat/finish
+//! timers on the actix clock, writes through an
+//! [`events_v1::EventSink`](kevents_core::events_v1::EventSink) with the keyed writer engine,
+//! and writes the latest count of every open series on graceful shutdown.
 //!
 //! ```text
 //!  Broadcaster ─EventMessage(Recorded::EventsV1)─▶ SeriesActor: observe / tick / flush
-//!      ─▶ keyed writer ─▶ write_once(EventSinkV1) ─▶ SeriesCache::on_write_result
+//!      ─▶ keyed writer ─▶ write_once(events_v1::EventSink) ─▶ SeriesCache::on_write_result
 //! ```
 //!
 //! See `docs/semantics.md` ("Series") for what is written when.
@@ -17,12 +20,12 @@ mod options;
 use std::sync::Arc;
 
 use actix::prelude::*;
-use kevents_core::events_v1::EventSinkV1;
 
 use crate::chain::{ChainEnv, ChainSpec, Spawned};
+pub use crate::stats::events_v1::SinkSnapshot;
 use crate::telemetry::SeriesCounters;
 pub(crate) use actor::{FlushSeries, RefreshSeries, SeriesActor, StopSeries};
-pub use options::{DEFAULT_FRESHNESS, SinkOptionsV1};
+pub use options::{DEFAULT_FRESHNESS, SinkOptions};
 
 /// A series chain as the pipeline keeps it.
 pub(crate) struct SeriesChain {
@@ -33,8 +36,8 @@ pub(crate) struct SeriesChain {
 /// What the builder records for one series chain.
 pub(crate) struct SeriesSpec {
     pub(crate) name: String,
-    pub(crate) sink: Arc<dyn EventSinkV1>,
-    pub(crate) options: SinkOptionsV1,
+    pub(crate) sink: Arc<dyn kevents_core::events_v1::EventSink>,
+    pub(crate) options: crate::events_v1::SinkOptions,
 }
 
 impl ChainSpec for SeriesSpec {

@@ -9,31 +9,32 @@ use kevents_core::events_v1::SeriesOptions;
 use crate::budget::WriteBudget;
 use crate::policy::{RetryPolicy, WatcherPolicy};
 
-/// Default of [`SinkOptionsV1::freshness`]: a series' stored count lags its occurrences by
+/// Default of [`events_v1::SinkOptions::freshness`](crate::events_v1::SinkOptions::freshness): a series' stored count lags its occurrences by
 /// at most a minute.
 pub const DEFAULT_FRESHNESS: Duration = Duration::from_secs(60);
 
-/// Options of a series sink chain ([`PipelineBuilder::sink_v1`]).
+/// Options of a series sink chain ([`PipelineBuilder::sink_events_v1`]).
 ///
 /// ```
-/// use kevents_actors::SinkOptionsV1;
-/// let o = SinkOptionsV1::default();
+/// use kevents_actors::events_v1::SinkOptions;
+///
+/// let o = SinkOptions::default();
 /// assert_eq!(o.series.max_entries, 16_384);
 /// assert!(o.flush_on_shutdown);
 /// assert!(o.coalesce && o.budget.is_none());
 /// assert_eq!(o.freshness, Some(std::time::Duration::from_secs(60))); // live counts
 /// ```
 ///
-/// [`PipelineBuilder::sink_v1`]: crate::PipelineBuilder::sink_v1
+/// [`PipelineBuilder::sink_events_v1`]: crate::PipelineBuilder::sink_events_v1
 #[derive(Clone)]
-pub struct SinkOptionsV1 {
+pub struct SinkOptions {
     /// The cache: cap on tracked events (eviction rule in `docs/semantics.md`), heartbeat
     /// (30 min), finish (6 min idle), note in the identity (off).
     pub series: SeriesOptions,
     /// Retries of CREATEs, series starts, evictions and flushes (heartbeats and finishes are
     /// tried once, as client-go: the cache reschedules them). Attempts, sleeps and
     /// `Retry-After` are honoured; which errors are retried is
-    /// [`kevents_core::events_v1::classify`] (kevents' classification, 429/5xx included).
+    /// [`events_v1::classify`](kevents_core::events_v1::classify) (kevents' classification, 429/5xx included).
     pub retry: RetryPolicy,
     /// Writes in flight at once across different events; writes of one event are always one
     /// after the other (a series PATCH after its CREATE).
@@ -66,13 +67,13 @@ pub struct SinkOptionsV1 {
     /// so a stored count lags by at most this interval. Series with nothing new still get
     /// only client-go's 30-minute heartbeat. `None`: client-go's behaviour, the count is
     /// written at the heartbeat, after 6 idle minutes or on shutdown. Counted in
-    /// [`SeriesSnapshot::refreshed`](crate::SeriesSnapshot::refreshed).
+    /// [`events_v1::SinkSnapshot::refreshed`](crate::events_v1::SinkSnapshot::refreshed).
     pub freshness: Option<Duration>,
 }
 
-impl Default for SinkOptionsV1 {
+impl Default for crate::events_v1::SinkOptions {
     fn default() -> Self {
-        SinkOptionsV1 {
+        crate::events_v1::SinkOptions {
             series: SeriesOptions::default(),
             retry: RetryPolicy::default(),
             max_in_flight: 16,
@@ -87,9 +88,9 @@ impl Default for SinkOptionsV1 {
     }
 }
 
-impl fmt::Debug for SinkOptionsV1 {
+impl fmt::Debug for crate::events_v1::SinkOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SinkOptionsV1")
+        f.debug_struct("crate::events_v1::SinkOptions")
             .field("series", &self.series)
             .field("retry", &self.retry)
             .field("max_in_flight", &self.max_in_flight)

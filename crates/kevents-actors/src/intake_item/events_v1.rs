@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use kevents_core::Time;
-use kevents_core::events_v1::{
-    ApiBridge, CoreFallback, EventFactoryV1, InvalidEventV1, OccurrenceV1, Reporter, Route,
-};
+use kevents_core::events_v1::{ApiBridge, CoreFallback, Reporter, Route};
 
 /// What core/v1 style calls (`event`, `eventf!`, `emit`, ...) record.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -25,8 +23,8 @@ pub enum CoreCalls {
     },
 }
 
-/// How the recorder handles `events.k8s.io/v1` calls ([`Recorder::event_v1`],
-/// [`eventf_v1!`](crate::eventf_v1)), and core/v1 calls when they should go to the new API.
+/// How the recorder handles `events.k8s.io/v1` calls ([`Recorder::events_v1`],
+/// [`eventf_events_v1!`](crate::eventf_events_v1)), and core/v1 calls when they should go to the new API.
 ///
 /// ```
 /// use kevents_actors::{CoreCalls, EventsV1Config};
@@ -44,12 +42,12 @@ pub enum CoreCalls {
 /// assert!(all_v1.served);
 /// ```
 ///
-/// [`Recorder::event_v1`]: crate::Recorder::event_v1
+/// [`Recorder::events_v1`]: crate::Recorder::events_v1
 #[derive(Debug, Clone)]
 pub struct EventsV1Config {
     /// Builds and validates the events (reporter, naming, cluster-scoped namespace, note
     /// policy).
-    pub factory: EventFactoryV1,
+    pub factory: kevents_core::events_v1::EventFactory,
     /// Whether the server serves `events.k8s.io/v1` (discovery). `true` by default; when
     /// `false`, v1 calls fall back to core/v1 through the correlator path.
     pub served: bool,
@@ -65,7 +63,7 @@ impl EventsV1Config {
     /// fallback, core calls kept on core/v1.
     pub fn new(reporter: Reporter) -> Self {
         EventsV1Config {
-            factory: EventFactoryV1::new(reporter),
+            factory: kevents_core::events_v1::EventFactory::new(reporter),
             served: true,
             fallback: CoreFallback::Drop,
             core_calls: CoreCalls::CoreV1,
@@ -73,7 +71,7 @@ impl EventsV1Config {
     }
 
     /// Replaces the factory (naming, cluster-scoped namespace, note policy).
-    pub fn factory(mut self, factory: EventFactoryV1) -> Self {
+    pub fn factory(mut self, factory: kevents_core::events_v1::EventFactory) -> Self {
         self.factory = factory;
         self
     }
@@ -115,7 +113,11 @@ impl V1Intake {
     }
 
     /// Routes one v1 call made at `now`.
-    pub(crate) fn route(&self, now: Time, occ: OccurrenceV1) -> Result<Route, InvalidEventV1> {
+    pub(crate) fn route(
+        &self,
+        now: Time,
+        occ: kevents_core::events_v1::Occurrence,
+    ) -> Result<Route, kevents_core::events_v1::InvalidEvent> {
         let bridge = ApiBridge {
             events_v1_served: self.0.served,
             fallback: self.0.fallback,
@@ -124,7 +126,7 @@ impl V1Intake {
     }
 
     /// The factory that builds and checks the events.
-    pub(crate) fn factory(&self) -> &EventFactoryV1 {
+    pub(crate) fn factory(&self) -> &kevents_core::events_v1::EventFactory {
         &self.0.factory
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use kevents_core::__private::{self, OccurrenceRef};
-use kevents_core::events_v1::OccurrenceV1;
+
 use kevents_core::reference::ReferenceRef;
 use kevents_core::{
     Event, EventFactory, EventType, InvalidEvent, ObjectMeta, ObjectReference, Occurrence, Time,
@@ -41,8 +41,8 @@ pub(crate) enum Item {
     /// Built and validated at the call (boxed: keeps the intake's slots small).
     EventsV1(Box<kevents_core::events_v1::Event>),
     /// An events.k8s.io/v1 call on an `ObjectReference` without `related` or annotations:
-    /// checked at the call (`EventFactoryV1::check`), strings packed into one allocation,
-    /// the event built by the broadcaster (`EventFactoryV1::make`) off the caller's thread.
+    /// checked at the call (`events_v1::EventFactory::check`), strings packed into one allocation,
+    /// the event built by the broadcaster (`events_v1::EventFactory::make`) off the caller's thread.
     PackedV1(Time, PackedV1),
     /// An entry of the intake's overflow table: its first occurrence and the repeats merged
     /// into it (never in the intake queue itself).
@@ -340,9 +340,9 @@ impl PackedV1 {
     }
 
     /// The occurrence the call described.
-    pub(crate) fn unpack(self) -> OccurrenceV1 {
+    pub(crate) fn unpack(self) -> kevents_core::events_v1::Occurrence {
         let [a, b, c, d, e, f, g, reason, action, note] = self.strings.strings();
-        OccurrenceV1::new(
+        kevents_core::events_v1::Occurrence::new(
             ReferenceRef::from([a, b, c, d, e, f, g]).to_reference(),
             None,
             self.event_type,
@@ -392,7 +392,7 @@ pub(crate) fn build(
         }
     };
     match made {
-        Ok(e) => Some(Arc::new(Recorded::Core(e))),
+        Ok(e) => Some(Arc::new(Recorded::CoreV1(e))),
         Err(_) => {
             intake.built_invalid();
             None
@@ -409,12 +409,12 @@ fn build_core(
 ) -> Option<Arc<Recorded>> {
     let mut record = pool.take();
     let made = match Arc::get_mut(&mut record) {
-        Some(Recorded::Core(e)) => make(e),
+        Some(Recorded::CoreV1(e)) => make(e),
         // `take` hands out unshared core/v1 records only; build a new one otherwise.
         _ => {
             let mut e = Event::default();
             let made = make(&mut e);
-            record = Arc::new(Recorded::Core(e));
+            record = Arc::new(Recorded::CoreV1(e));
             made
         }
     };
@@ -468,7 +468,7 @@ mod tests {
         };
         let (pool, intake) = (EventPool::default(), IntakeCounters::new());
         let built = |item| build(&factories, item, &pool, &intake).unwrap();
-        assert_eq!(built(bound()).core(), built(packed()).core());
+        assert_eq!(built(bound()).core_v1(), built(packed()).core_v1());
         // Another message is another identity.
         let other = Item::Bound(
             at,
@@ -505,12 +505,12 @@ mod tests {
         };
         old.metadata.resource_version = "9".into();
         old.metadata.annotations.insert("k".into(), "v".into());
-        let old = Arc::new(Recorded::Core(old));
+        let old = Arc::new(Recorded::CoreV1(old));
         let at_old = Arc::as_ptr(&old);
         pool.give(old);
         let rebuilt = build(&factories, packed(), &pool, &intake).unwrap();
         assert_eq!(Arc::as_ptr(&rebuilt), at_old, "the recycled record");
-        assert_eq!(rebuilt.core(), fresh.core());
+        assert_eq!(rebuilt.core_v1(), fresh.core_v1());
         let bound = Item::Bound(
             at,
             BoundCore::new(
@@ -523,8 +523,8 @@ mod tests {
         );
         pool.give(rebuilt);
         assert_eq!(
-            build(&factories, bound, &pool, &intake).unwrap().core(),
-            fresh.core()
+            build(&factories, bound, &pool, &intake).unwrap().core_v1(),
+            fresh.core_v1()
         );
     }
 

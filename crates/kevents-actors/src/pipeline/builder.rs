@@ -15,7 +15,7 @@ use crate::budget::{BudgetOptions, WriteBudget};
 use crate::chain::{ChainEnv, ChainSpec, Placement, Spawned};
 use crate::core_v1::{SinkOptions, SinkSpec};
 use crate::event_pool::EventPool;
-use crate::events_v1::{SeriesSpec, SinkOptionsV1};
+use crate::events_v1::SeriesSpec;
 use crate::intake_item::{EventsV1Config, Factories, V1Intake};
 use crate::logging::{LogStyle, LoggingWatcher};
 use crate::message::EventMessage;
@@ -99,7 +99,7 @@ impl PipelineBuilder {
     }
 
     /// The write budget of the chains that have none of their own
-    /// ([`SinkOptions::budget`], [`SinkOptionsV1::budget`]). By default each builder makes
+    /// ([`SinkOptions::budget`], [`events_v1::SinkOptions::budget`](crate::events_v1::SinkOptions::budget)). By default each builder makes
     /// one, named `default`, with [`BudgetOptions::default`] (200 writes/s, burst 1000, 429
     /// pauses, circuit breaker after 5 consecutive failures), shared by its chains. Give the
     /// same [`WriteBudget`] to every pipeline that writes to one apiserver to share it.
@@ -235,7 +235,7 @@ impl PipelineBuilder {
     ///     .sink("apiserver", api.clone(), SinkOptions::default())
     ///     .start();
     /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
-    /// kevents_actors::eventf_v1!(pipeline.recorder(), &pod, None, EventType::Normal,
+    /// kevents_actors::eventf_events_v1!(pipeline.recorder(), &pod, None, EventType::Normal,
     ///     "Scheduled", "Binding", "bound to {}", "n1").unwrap();
     /// pipeline.shutdown(Duration::from_secs(5)).await;
     /// assert_eq!(api.list()[0].message, "bound to n1"); // a core/v1 event
@@ -250,12 +250,12 @@ impl PipelineBuilder {
     /// `series:<name>` that owns a bounded series cache, runs its heartbeat (30 min) and
     /// finish (6 min idle) timers, writes through `sink` with retries, and on
     /// [`Pipeline::shutdown`] writes the latest count of every open series. Its counters are
-    /// in [`StatsSnapshot::series`](crate::StatsSnapshot::series).
-    pub fn sink_v1(
+    /// in [`StatsSnapshot::sinks_events_v1`](crate::StatsSnapshot::sinks_events_v1).
+    pub fn sink_events_v1(
         mut self,
         name: impl Into<String>,
-        sink: impl kevents_core::events_v1::EventSinkV1,
-        options: SinkOptionsV1,
+        sink: impl kevents_core::events_v1::EventSink,
+        options: crate::events_v1::SinkOptions,
     ) -> Self {
         self.series.push(SeriesSpec {
             name: name.into(),

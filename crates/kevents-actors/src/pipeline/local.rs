@@ -85,7 +85,7 @@ impl Local {
         self.add_chain(spec, |l, chain| l.sinks.push(chain)).await
     }
 
-    pub(super) async fn add_sink_v1(
+    pub(super) async fn add_sink_events_v1(
         &mut self,
         spec: SeriesSpec,
     ) -> Result<WatcherHandle, PipelineError> {

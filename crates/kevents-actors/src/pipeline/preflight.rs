@@ -19,10 +19,11 @@ impl Pipeline {
     /// [`PreflightReport::is_ok`] says whether events would be lost.
     ///
     /// ```
-    /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
+    /// use kevents_actors::{EventsV1Config, Pipeline};
     /// use kevents_core::events_v1::Reporter;
     /// use kevents_core::preflight::{AccessReview, PreflightApi, PreflightFuture, ResourceAttributes};
     /// use kevents_core::{EventSource, SinkError};
+    /// use kevents_actors::events_v1::SinkOptions;
     ///
     /// /// An apiserver where this identity may write events.k8s.io/v1 events in `team-a` only.
     /// struct TeamA;
@@ -40,7 +41,7 @@ impl Pipeline {
     /// # actix::System::new().block_on(async {
     /// let pipeline = Pipeline::builder(EventSource::new("ctl", "node-1"))
     ///     .events_v1(EventsV1Config::new(Reporter::with_instance("example.com/ctl", "ctl-0")))
-    ///     .sink_v1("apiserver", kevents_sim::MemoryApiServer::new(), SinkOptionsV1::default())
+    ///     .sink_events_v1("apiserver", kevents_sim::MemoryApiServer::new(), SinkOptions::default())
     ///     .start();
     /// let report = pipeline.preflight(&TeamA, ["team-a"]).await.unwrap();
     /// // Cluster-scoped objects' events go to kube-system, where it may not write.
@@ -67,7 +68,7 @@ impl Pipeline {
         let v1 = intake.v1();
         let chains = self.registry.snapshot();
         let mut apis = Vec::new();
-        if !chains.series.is_empty() && v1.served() {
+        if !chains.sinks_events_v1.is_empty() && v1.served() {
             apis.push(EventsApi::EventsV1);
         }
         // core/v1 chains get core calls, and v1 calls while events.k8s.io/v1 is not served.
@@ -81,7 +82,7 @@ impl Pipeline {
                 factory.reporter.controller.clone(),
                 factory.reporter.instance.clone(),
             );
-        plan.cluster_scoped_v1 = factory.cluster_scoped_namespace;
+        plan.cluster_scoped_events_v1 = factory.cluster_scoped_namespace;
         kevents_core::preflight::run(api, &plan).await
     }
 }

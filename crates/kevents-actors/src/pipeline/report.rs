@@ -47,7 +47,7 @@ pub struct ShutdownReport {
 impl ShutdownReport {
     /// Writes the server stored, over both chains: the core/v1 sinks'
     /// ([`SinkSnapshot::delivered`](crate::SinkSnapshot::delivered)) and the
-    /// events.k8s.io/v1 series sinks' ([`SeriesSnapshot::delivered`](crate::SeriesSnapshot::delivered)).
+    /// events.k8s.io/v1 series sinks' ([`events_v1::SinkSnapshot::delivered`](crate::events_v1::SinkSnapshot::delivered)).
     pub fn delivered(&self) -> u64 {
         self.created() + self.patched() + self.recreated()
     }
@@ -57,28 +57,28 @@ impl ShutdownReport {
     pub fn failed(&self) -> u64 {
         let s = &self.stats;
         s.sinks.iter().map(|k| k.failed()).sum::<u64>()
-            + s.series.iter().map(|k| k.failed()).sum::<u64>()
+            + s.sinks_events_v1.iter().map(|k| k.failed()).sum::<u64>()
     }
 
     /// Writes that ended in a CREATE, over both chains.
     pub fn created(&self) -> u64 {
         let s = &self.stats;
         s.sinks.iter().map(|k| k.created).sum::<u64>()
-            + s.series.iter().map(|k| k.created).sum::<u64>()
+            + s.sinks_events_v1.iter().map(|k| k.created).sum::<u64>()
     }
 
     /// Writes that ended in a PATCH, over both chains.
     pub fn patched(&self) -> u64 {
         let s = &self.stats;
         s.sinks.iter().map(|k| k.patched).sum::<u64>()
-            + s.series.iter().map(|k| k.patched).sum::<u64>()
+            + s.sinks_events_v1.iter().map(|k| k.patched).sum::<u64>()
     }
 
     /// PATCHes answered 404 and re-created with their count, over both chains.
     pub fn recreated(&self) -> u64 {
         let s = &self.stats;
         s.sinks.iter().map(|k| k.recreated).sum::<u64>()
-            + s.series.iter().map(|k| k.recreated).sum::<u64>()
+            + s.sinks_events_v1.iter().map(|k| k.recreated).sum::<u64>()
     }
 
     /// Occurrences the server does not have because it refused a write for good (403,
@@ -121,7 +121,7 @@ pub(super) fn warn_of_losses(report: &ShutdownReport, how: &str, deadline: std::
 fn losses(report: &ShutdownReport, how: &str, deadline: std::time::Duration) -> Option<String> {
     let s = &report.stats;
     // Occurrences: still queued at the deadline, or counted in a series' memory only.
-    let pending = report.pending() + s.series.iter().map(|k| k.unwritten).sum::<u64>();
+    let pending = report.pending() + s.sinks_events_v1.iter().map(|k| k.unwritten).sum::<u64>();
     let refused = s.not_stored();
     // Writes given up beyond the refusals (retries exhausted, abandoned at the deadline):
     // their occurrences are in `pending` or were written by a later write of their event.
@@ -199,7 +199,10 @@ impl fmt::Display for ShutdownReport {
             self.patched(),
             self.recreated(),
             count(s.sinks.len() as u64, "core/v1 sink"),
-            count(s.series.len() as u64, "events.k8s.io/v1 series sink"),
+            count(
+                s.sinks_events_v1.len() as u64,
+                "events.k8s.io/v1 series sink"
+            ),
             count(self.failed(), "write"),
             count(self.dropped(), "occurrence"),
             s.sinks.iter().map(|k| k.spam_filtered).sum::<u64>(),
@@ -247,7 +250,7 @@ impl fmt::Display for ShutdownReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{SeriesSnapshot, SinkSnapshot};
+    use crate::stats::SinkSnapshot;
     use std::time::Duration;
 
     #[test]
@@ -263,10 +266,10 @@ mod tests {
         report.completed = false;
         report.pending_intake = 2;
         report.pending_watchers = vec![("series:kube".into(), 3)];
-        report.stats.series = vec![SeriesSnapshot {
+        report.stats.sinks_events_v1 = vec![crate::events_v1::SinkSnapshot {
             unwritten: 5,
             rejected: 1,
-            ..SeriesSnapshot::default()
+            ..crate::events_v1::SinkSnapshot::default()
         }];
         assert_eq!(
             losses(&report, "dropped without shutdown", Duration::from_secs(5)).as_deref(),
@@ -289,11 +292,11 @@ mod tests {
             live_actors: 0,
             stats: StatsSnapshot {
                 recorded: 25,
-                series: vec![SeriesSnapshot {
+                sinks_events_v1: vec![crate::events_v1::SinkSnapshot {
                     rejected: 1,
                     not_stored: 25,
                     not_stored_by_cause: vec![(cause.into(), 25)],
-                    ..SeriesSnapshot::default()
+                    ..crate::events_v1::SinkSnapshot::default()
                 }],
                 ..StatsSnapshot::default()
             },
@@ -341,11 +344,11 @@ mod tests {
                     spam_filtered: 4,
                     ..SinkSnapshot::default()
                 }],
-                series: vec![SeriesSnapshot {
+                sinks_events_v1: vec![crate::events_v1::SinkSnapshot {
                     created: 1,
                     recreated: 1,
                     rejected: 1,
-                    ..SeriesSnapshot::default()
+                    ..crate::events_v1::SinkSnapshot::default()
                 }],
                 ..StatsSnapshot::default()
             },

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use kevents_core::EventSink;
-use kevents_core::events_v1::EventSinkV1;
+
 use tokio::sync::oneshot;
 
 pub use super::error::{PipelineError, WatcherHandle};
@@ -14,7 +14,7 @@ use super::local::Local;
 use super::report::ShutdownReport;
 use super::thread::{Command, ThreadLink};
 use crate::core_v1::{SinkOptions, SinkSpec};
-use crate::events_v1::{SeriesSpec, SinkOptionsV1};
+use crate::events_v1::SeriesSpec;
 use crate::message::EventMessage;
 use crate::policy::WatcherPolicy;
 use crate::recorder::Recorder;
@@ -129,17 +129,18 @@ impl Pipeline {
     }
 
     /// Adds an events.k8s.io/v1 series chain (its own series cache, timers and writer, as
-    /// [`PipelineBuilder::sink_v1`](crate::PipelineBuilder::sink_v1) adds one)
+    /// [`PipelineBuilder::sink_events_v1`](crate::PipelineBuilder::sink_events_v1) adds one)
     /// registered as watcher `series:<name>`; it sees every event distributed after this
     /// call. On [`shutdown`](Pipeline::shutdown) it writes the latest count of its open
     /// series like the chains the pipeline started with.
     ///
     /// ```
-    /// use kevents_actors::{EventsV1Config, Pipeline, SinkOptionsV1};
-    /// use kevents_core::events_v1::{OccurrenceV1, Reporter};
+    /// use kevents_actors::{EventsV1Config, Pipeline};
+    /// use kevents_core::events_v1::{Occurrence, Reporter};
     /// use kevents_core::{EventSource, EventType, ObjectReference};
     /// use kevents_sim::MemoryApiServer;
     /// use std::time::Duration;
+    /// use kevents_actors::events_v1::SinkOptions;
     ///
     /// # actix::System::new().block_on(async {
     /// let mut pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
@@ -147,26 +148,26 @@ impl Pipeline {
     ///     .start();
     /// let api = MemoryApiServer::new();
     /// let watcher = pipeline
-    ///     .add_sink_v1("apiserver", api.clone(), SinkOptionsV1::default())
+    ///     .add_sink_events_v1("apiserver", api.clone(), SinkOptions::default())
     ///     .await
     ///     .unwrap();
     /// assert_eq!(watcher.name(), "series:apiserver");
     /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
     /// let backoff = || {
-    ///     OccurrenceV1::new(pod.clone(), None, EventType::Warning, "BackOff", "Restart", "crash")
+    ///     Occurrence::new(pod.clone(), None, EventType::Warning, "BackOff", "Restart", "crash")
     /// };
-    /// pipeline.recorder().event_v1(backoff()).unwrap();
-    /// pipeline.recorder().event_v1(backoff()).unwrap();
+    /// pipeline.recorder().events_v1().emit(backoff()).unwrap();
+    /// pipeline.recorder().events_v1().emit(backoff()).unwrap();
     /// let report = pipeline.shutdown(Duration::from_secs(5)).await;
     /// assert!(report.completed);
-    /// assert_eq!(api.list_v1()[0].series.map(|s| s.count), Some(2));
+    /// assert_eq!(api.list_events_v1()[0].series.map(|s| s.count), Some(2));
     /// # });
     /// ```
-    pub async fn add_sink_v1(
+    pub async fn add_sink_events_v1(
         &mut self,
         name: impl Into<String>,
-        sink: impl EventSinkV1,
-        options: SinkOptionsV1,
+        sink: impl kevents_core::events_v1::EventSink,
+        options: crate::events_v1::SinkOptions,
     ) -> Result<WatcherHandle, PipelineError> {
         let spec = SeriesSpec {
             name: name.into(),
@@ -174,7 +175,7 @@ impl Pipeline {
             options,
         };
         match &mut self.mode {
-            Mode::Local(local) => local.add_sink_v1(spec).await,
+            Mode::Local(local) => local.add_sink_events_v1(spec).await,
             Mode::Thread(tx) => Self::ask(tx, |r| Command::AddSinkV1(Box::new(spec), r)).await,
         }
     }

@@ -188,7 +188,7 @@ async fn serve(
                 let _ = reply.send(local.add_sink(*spec).await);
             }
             Command::AddSinkV1(spec, reply) => {
-                let _ = reply.send(local.add_sink_v1(*spec).await);
+                let _ = reply.send(local.add_sink_events_v1(*spec).await);
             }
             Command::RemoveWatcher(watcher, reply) => {
                 let _ = reply.send(local.remove_watcher(&watcher).await);

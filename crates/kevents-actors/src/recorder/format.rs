@@ -1,4 +1,4 @@
-//! Formatting a call's message (`eventf!`, `eventf_v1!`) without allocating a `String` per
+//! Formatting a call's message (`eventf!`, `eventf_events_v1!`) without allocating a `String` per
 //! call: into a buffer each thread keeps, from which the call copies it into the intake.
 
 use std::cell::Cell;

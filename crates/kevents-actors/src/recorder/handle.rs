@@ -1,4 +1,4 @@
-//! The [`Recorder`] handle users record events with, and the `eventf!` / `eventf_v1!`
+//! The [`Recorder`] handle users record events with, and the `eventf!` / `eventf_events_v1!`
 //! macros.
 
 use std::collections::BTreeMap;
@@ -6,7 +6,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use kevents_core::__private::validate_namespace;
-use kevents_core::events_v1::{CoreFallback, OccurrenceV1, to_core_occurrence};
 use kevents_core::{EventType, InvalidEvent, ObjectReference, Occurrence, Reference};
 
 use super::fake_backend::FakeStore;
@@ -47,7 +46,7 @@ pub(crate) enum Backend {
 /// ```
 #[derive(Clone)]
 pub struct Recorder {
-    backend: Backend,
+    pub(super) backend: Backend,
 }
 
 impl Recorder {
@@ -93,112 +92,6 @@ impl Recorder {
             Backend::Intake(p) => p.submit_wait(occurrence).await,
             Backend::Fake(f) => f.submit(occurrence).map(|_| ()),
         }
-    }
-
-    /// Records an `events.k8s.io/v1` occurrence (the general form of
-    /// [`eventf_v1`](Recorder::eventf_v1)): client-go `tools/events`
-    /// `Eventf(regarding, related, type, reason, action, note)`.
-    ///
-    /// Never blocks. The event is built and checked against the server's rules here (an
-    /// invalid one returns [`RecordError::InvalidV1`] and nothing is queued), stamped with the
-    /// recorder's clock and put into the same intake as core/v1 calls, with the same drop
-    /// accounting. When the pipeline was told that events.k8s.io/v1 is not served
-    /// ([`EventsV1Config::served`](crate::EventsV1Config::served)), the call goes down the
-    /// core/v1 correlator path instead, as client-go's adapter does. A
-    /// [`FakeRecorder`](crate::FakeRecorder) records the core/v1 form, with action and
-    /// related kept in annotations.
-    ///
-    /// ```
-    /// use kevents_actors::{Pipeline, SinkOptionsV1};
-    /// use kevents_core::events_v1::OccurrenceV1;
-    /// use kevents_core::{EventSource, EventType, ObjectReference};
-    /// use kevents_sim::MemoryApiServer;
-    /// use std::time::Duration;
-    ///
-    /// # actix::System::new().block_on(async {
-    /// let api = MemoryApiServer::new();
-    /// let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "node-1"))
-    ///     .sink_v1("apiserver", api.clone(), SinkOptionsV1::default())
-    ///     .start();
-    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
-    /// let occ = OccurrenceV1::new(pod, None, EventType::Normal, "Scheduled", "Binding", "bound");
-    /// assert!(pipeline.recorder().event_v1(occ).unwrap().is_queued());
-    /// pipeline.shutdown(Duration::from_secs(5)).await;
-    /// assert_eq!(api.list_v1()[0].action, "Binding");
-    /// # });
-    /// ```
-    pub fn event_v1(&self, occurrence: OccurrenceV1) -> Result<Emit, RecordError> {
-        match &self.backend {
-            Backend::Intake(p) => p.submit_v1(occurrence),
-            Backend::Fake(f) => f.submit(to_core_occurrence(
-                occurrence,
-                CoreFallback::KeepInAnnotations,
-            )),
-        }
-    }
-
-    /// [`event_v1`](Recorder::event_v1), waiting for room in the intake instead of dropping.
-    pub async fn event_v1_wait(&self, occurrence: OccurrenceV1) -> Result<(), RecordError> {
-        match &self.backend {
-            Backend::Intake(p) => p.submit_v1_wait(occurrence).await,
-            Backend::Fake(_) => self.event_v1(occurrence).map(|_| ()),
-        }
-    }
-
-    /// client-go `tools/events` `Eventf(regarding, related, eventtype, reason, action,
-    /// noteFmt, args...)`; use it through the [`eventf_v1!`](crate::eventf_v1) macro.
-    pub fn eventf_v1<R: Reference + ?Sized>(
-        &self,
-        regarding: &R,
-        related: Option<&dyn Reference>,
-        event_type: EventType,
-        reason: &str,
-        action: &str,
-        note: fmt::Arguments<'_>,
-    ) -> Result<Emit, RecordError> {
-        with_formatted(note, |note| {
-            self.event_v1_note(regarding, related, event_type, reason, action, note)
-        })
-    }
-
-    /// client-go `tools/events` `Eventf` with a plain note: the events.k8s.io/v1 counterpart
-    /// of [`event`](Recorder::event). Checked at the call like
-    /// [`event_v1`](Recorder::event_v1) (an invalid one returns
-    /// [`RecordError::InvalidV1`]); on an `ObjectReference` without `related`, the event is
-    /// built off the caller's thread.
-    ///
-    /// ```
-    /// use kevents_actors::FakeRecorder;
-    /// use kevents_core::{EventType, ObjectReference};
-    /// let fake = FakeRecorder::new();
-    /// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
-    /// fake.recorder().event_v1_note(&pod, None, EventType::Normal, "Scheduled", "Binding", "bound").unwrap();
-    /// assert_eq!(fake.events()[0].message, "bound");
-    /// ```
-    pub fn event_v1_note<R: Reference + ?Sized>(
-        &self,
-        regarding: &R,
-        related: Option<&dyn Reference>,
-        event_type: EventType,
-        reason: &str,
-        action: &str,
-        note: &str,
-    ) -> Result<Emit, RecordError> {
-        if let Backend::Intake(p) = &self.backend
-            && related.is_none()
-            && let Some(r) = regarding.reference_ref()
-            && let Some(res) = p.submit_v1_packed(r, event_type, reason, action, note)
-        {
-            return res;
-        }
-        let regarding = self.reference(regarding)?;
-        let related = match related {
-            Some(r) => Some(self.reference(r)?),
-            None => None,
-        };
-        self.event_v1(OccurrenceV1::new(
-            regarding, related, event_type, reason, action, note,
-        ))
     }
 
     /// client-go `Event(object, eventtype, reason, message)`.
@@ -296,7 +189,10 @@ impl Recorder {
         }
     }
 
-    fn reference<R: Reference + ?Sized>(&self, object: &R) -> Result<ObjectReference, RecordError> {
+    pub(super) fn reference<R: Reference + ?Sized>(
+        &self,
+        object: &R,
+    ) -> Result<ObjectReference, RecordError> {
         object.object_reference().map_err(|e| {
             let err = RecordError::Invalid(InvalidEvent::Reference(e));
             match &self.backend {
@@ -395,23 +291,23 @@ macro_rules! eventf {
     };
 }
 
-/// `eventf_v1!(recorder, regarding, related, type, reason, action, "note {}", args...)`:
+/// `eventf_events_v1!(recorder, regarding, related, type, reason, action, "note {}", args...)`:
 /// client-go `tools/events` `Eventf`. `related` is an `Option<&dyn Reference>`.
 ///
 /// ```
-/// use kevents_actors::{eventf_v1, FakeRecorder};
+/// use kevents_actors::{eventf_events_v1, FakeRecorder};
 /// use kevents_core::{EventType, ObjectReference, Reference};
 /// let fake = FakeRecorder::new();
 /// let r = fake.recorder();
 /// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
 /// let node = ObjectReference::new("v1", "Node", "", "n1");
-/// eventf_v1!(r, &pod, Some(&node as &dyn Reference), EventType::Normal, "Scheduled", "Binding",
+/// eventf_events_v1!(r, &pod, Some(&node as &dyn Reference), EventType::Normal, "Scheduled", "Binding",
 ///            "bound to {}", "n1").unwrap();
 /// assert_eq!(fake.events()[0].message, "bound to n1");
 /// ```
 #[macro_export]
-macro_rules! eventf_v1 {
+macro_rules! eventf_events_v1 {
     ($recorder:expr, $regarding:expr, $related:expr, $type:expr, $reason:expr, $action:expr, $($fmt:tt)+) => {
-        $recorder.eventf_v1($regarding, $related, $type, $reason, $action, ::std::format_args!($($fmt)+))
+        $recorder.events_v1().eventf($regarding, $related, $type, $reason, $action, ::std::format_args!($($fmt)+))
     };
 }

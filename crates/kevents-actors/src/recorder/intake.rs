@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kevents_core::__private::{self, OccurrenceV1Ref, validate_namespace};
+use kevents_core::__private::{self, EventsV1OccurrenceRef, validate_namespace};
 use kevents_core::core_v1::validate;
-use kevents_core::events_v1::{OccurrenceV1, Route, from_core_occurrence};
+use kevents_core::events_v1::{Route, from_core_occurrence};
 use kevents_core::{EventType, ObjectReference, Occurrence, ReferenceRef, SharedClock, Time};
 
 use super::coalesce::{IntakeOverflow, Spilled};
@@ -162,7 +162,7 @@ impl Intake {
 
     /// The intake item of an events.k8s.io/v1 call: built and validated here (the caller
     /// gets the error), or its core/v1 form when the API is not served.
-    fn admit_v1(&self, occ: OccurrenceV1) -> Result<Item, RecordError> {
+    fn admit_v1(&self, occ: kevents_core::events_v1::Occurrence) -> Result<Item, RecordError> {
         self.check_open()?;
         match self.v1.route(self.clock.now(), occ) {
             Ok(Route::EventsV1(e)) => Ok(Item::EventsV1(e)),
@@ -178,7 +178,10 @@ impl Intake {
     }
 
     /// An events.k8s.io/v1 call; never waits.
-    pub(crate) fn submit_v1(&self, occ: OccurrenceV1) -> Result<Emit, RecordError> {
+    pub(crate) fn submit_v1(
+        &self,
+        occ: kevents_core::events_v1::Occurrence,
+    ) -> Result<Emit, RecordError> {
         let item = self.admit_v1(occ)?;
         self.send(item)
     }
@@ -190,7 +193,10 @@ impl Intake {
     }
 
     /// An events.k8s.io/v1 call, waiting for room in the intake.
-    pub(crate) async fn submit_v1_wait(&self, occ: OccurrenceV1) -> Result<(), RecordError> {
+    pub(crate) async fn submit_v1_wait(
+        &self,
+        occ: kevents_core::events_v1::Occurrence,
+    ) -> Result<(), RecordError> {
         let item = self.admit_v1(occ)?;
         self.send_wait(item).await
     }
@@ -259,7 +265,7 @@ impl Intake {
         Some(self.send(item(self.clock.now())?))
     }
 
-    /// `event_v1` on an `ObjectReference` without `related` or annotations, with a plain
+    /// `events_v1().event` on an `ObjectReference` without `related` or annotations, with a plain
     /// note: checked here exactly as [`Intake::submit_v1`] would (the same errors), the
     /// strings copied into one allocation, the event built off the caller's thread (`None`:
     /// take the general path).
@@ -278,7 +284,7 @@ impl Intake {
             return Some(Err(e));
         }
         let now = self.clock.now();
-        let call = OccurrenceV1Ref {
+        let call = EventsV1OccurrenceRef {
             regarding,
             event_type: event_type.as_str(),
             reason,

@@ -9,6 +9,7 @@
 
 mod actor;
 mod coalesce;
+mod events_v1;
 mod fake;
 mod fake_backend;
 mod format;
@@ -18,6 +19,7 @@ mod intake_queue;
 mod outcome;
 
 pub(crate) use actor::{CloseIntake, RecorderActor, StopRecorder};
+pub use events_v1::EventsV1Recorder;
 pub use fake::FakeRecorder;
 pub use fake_backend::FakeEvent;
 pub(crate) use handle::Backend;

@@ -36,7 +36,7 @@ pub enum RecordError {
     /// An `events.k8s.io/v1` occurrence failed the apiserver's validation rules, checked
     /// client-side; nothing was emitted.
     #[error(transparent)]
-    InvalidV1(#[from] kevents_core::events_v1::InvalidEventV1),
+    InvalidEventsV1(#[from] kevents_core::events_v1::InvalidEvent),
     /// The pipeline has been shut down (or its actors are gone).
     #[error("the event pipeline is shut down")]
     Shutdown,

@@ -14,7 +14,6 @@ use kevents_core::events_v1::SeriesStats;
 use super::counter::Counter;
 use super::names;
 use super::not_stored::{NotStored, WriteRefusal};
-use crate::stats::SeriesSnapshot;
 
 /// How one series write ended (a typed instrumentation event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,8 +191,8 @@ impl SeriesCounters {
         self.unwritten.store(unwritten, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> SeriesSnapshot {
-        SeriesSnapshot {
+    pub(crate) fn snapshot(&self) -> crate::events_v1::SinkSnapshot {
+        crate::events_v1::SinkSnapshot {
             name: self.name.clone(),
             cache: *lock(&self.cache),
             created: self.created.get(),

@@ -3,9 +3,8 @@
 //! client-go's `NewEventBroadcasterAdapter` (`tools/events/event_broadcaster.go`) and
 //! `record.EventRecorderAdapter` do; and record a core/v1 style call into the new API.
 
-use super::make::{EventFactoryV1, OccurrenceV1};
 use super::model::{API_VERSION, Event};
-use super::validate::InvalidEventV1;
+
 use crate::core_v1::Occurrence;
 use crate::reference::ObjectReference;
 use crate::time::Time;
@@ -52,12 +51,12 @@ pub enum Route {
 /// Routes calls between the two APIs.
 ///
 /// ```
-/// use kevents_core::events_v1::{ApiBridge, EventFactoryV1, Reporter, Route};
-/// use kevents_core::{occurrence_v1, EventType, ObjectReference, Time};
-/// let factory = EventFactoryV1::new(Reporter::with_instance("c", "c-1"));
+/// use kevents_core::events_v1::{EventFactory, ApiBridge, Reporter, Route};
+/// use kevents_core::{occurrence_events_v1, EventType, ObjectReference, Time};
+/// let factory = EventFactory::new(Reporter::with_instance("c", "c-1"));
 /// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
 /// let node = ObjectReference::new("v1", "Node", "", "n1");
-/// let call = occurrence_v1!(pod, Some(node), EventType::Normal, "Scheduled", "Binding", "on {}", "n1");
+/// let call = occurrence_events_v1!(pod, Some(node), EventType::Normal, "Scheduled", "Binding", "on {}", "n1");
 ///
 /// let old_server = ApiBridge { events_v1_served: false, ..Default::default() };
 /// let Route::CoreV1(occ) = old_server.route(&factory, Time::UNIX_EPOCH, call.clone()).unwrap() else {
@@ -83,10 +82,10 @@ impl ApiBridge {
     /// validates it).
     pub fn route(
         &self,
-        factory: &EventFactoryV1,
+        factory: &crate::events_v1::EventFactory,
         now: Time,
-        occ: OccurrenceV1,
-    ) -> Result<Route, InvalidEventV1> {
+        occ: crate::events_v1::Occurrence,
+    ) -> Result<Route, crate::events_v1::InvalidEvent> {
         if self.events_v1_served {
             factory.make(now, occ).map(|e| Route::EventsV1(Box::new(e)))
         } else {
@@ -102,17 +101,17 @@ impl ApiBridge {
 /// the message; `action` and `related` are dropped or kept in annotations.
 ///
 /// ```
-/// use kevents_core::events_v1::{to_core_occurrence, CoreFallback, OccurrenceV1, ACTION_ANNOTATION};
+/// use kevents_core::events_v1::{Occurrence, to_core_occurrence, CoreFallback, ACTION_ANNOTATION};
 /// use kevents_core::{EventType, ObjectReference};
-/// let o = OccurrenceV1::new(ObjectReference::new("v1", "Pod", "ns", "p"), None,
+/// let o = Occurrence::new(ObjectReference::new("v1", "Pod", "ns", "p"), None,
 ///                           EventType::Warning, "Failed", "Pull", "boom");
 /// let core = to_core_occurrence(o.clone(), CoreFallback::Drop);
 /// assert!(core.annotations.is_empty());
 /// let kept = to_core_occurrence(o, CoreFallback::KeepInAnnotations);
 /// assert_eq!(kept.annotations[ACTION_ANNOTATION], "Pull");
 /// ```
-pub fn to_core_occurrence(occ: OccurrenceV1, fallback: CoreFallback) -> Occurrence {
-    let OccurrenceV1 {
+pub fn to_core_occurrence(occ: crate::events_v1::Occurrence, fallback: CoreFallback) -> Occurrence {
+    let crate::events_v1::Occurrence {
         regarding,
         related,
         event_type,
@@ -155,7 +154,10 @@ fn reference_string(r: &ObjectReference) -> String {
 /// assert_eq!((v1.action.as_str(), v1.note.as_str()), ("Pulled", "ok"));
 /// assert_eq!(from_core_occurrence(o, Some("Pull".into())).action, "Pull");
 /// ```
-pub fn from_core_occurrence(occ: Occurrence, action: Option<String>) -> OccurrenceV1 {
+pub fn from_core_occurrence(
+    occ: Occurrence,
+    action: Option<String>,
+) -> crate::events_v1::Occurrence {
     let Occurrence {
         object,
         event_type,
@@ -163,7 +165,7 @@ pub fn from_core_occurrence(occ: Occurrence, action: Option<String>) -> Occurren
         message,
         annotations,
     } = occ;
-    OccurrenceV1 {
+    crate::events_v1::Occurrence {
         regarding: object,
         related: None,
         event_type,

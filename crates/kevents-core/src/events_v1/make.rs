@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use super::model::Event;
 use super::validate::{
-    ClusterScopedRule, InvalidEventV1, NotePolicy, validate_annotations, validate_create,
-    validate_field_parts,
+    ClusterScopedRule, NotePolicy, validate_annotations, validate_create, validate_field_parts,
 };
 use crate::core_v1::{EventType, Naming};
 use crate::name;
@@ -92,10 +91,10 @@ impl ClusterScopedNamespace {
 
 /// One `Eventf(regarding, related, type, reason, action, note)` call.
 ///
-/// Build it with [`OccurrenceV1::new`] or, with format arguments, the
-/// [`occurrence_v1!`](crate::occurrence_v1) macro.
+/// Build it with [`events_v1::Occurrence::new`](crate::events_v1::Occurrence::new) or, with format arguments, the
+/// [`occurrence_events_v1!`](crate::occurrence_events_v1) macro.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct OccurrenceV1 {
+pub struct Occurrence {
     /// The object acted upon.
     pub regarding: ObjectReference,
     /// An optional second object.
@@ -112,13 +111,14 @@ pub struct OccurrenceV1 {
     pub annotations: BTreeMap<String, String>,
 }
 
-impl OccurrenceV1 {
+impl crate::events_v1::Occurrence {
     /// An occurrence without annotations.
     ///
     /// ```
-    /// use kevents_core::{events_v1::OccurrenceV1, EventType, ObjectReference};
+    /// use kevents_core::{EventType, ObjectReference};
+    /// use kevents_core::events_v1::Occurrence;
     /// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
-    /// let o = OccurrenceV1::new(pod, None, EventType::Normal, "Scheduled", "Binding", "ok");
+    /// let o = Occurrence::new(pod, None, EventType::Normal, "Scheduled", "Binding", "ok");
     /// assert_eq!(o.event_type, "Normal");
     /// ```
     pub fn new(
@@ -129,7 +129,7 @@ impl OccurrenceV1 {
         action: impl Into<String>,
         note: impl Into<String>,
     ) -> Self {
-        OccurrenceV1 {
+        crate::events_v1::Occurrence {
             regarding,
             related,
             event_type: event_type.as_str().to_owned(),
@@ -140,13 +140,14 @@ impl OccurrenceV1 {
         }
     }
 
-    /// Like [`OccurrenceV1::new`] for any objects implementing [`Reference`].
+    /// Like [`events_v1::Occurrence::new`](crate::events_v1::Occurrence::new) for any objects implementing [`Reference`].
     ///
     /// ```
-    /// use kevents_core::{events_v1::OccurrenceV1, EventType, ObjectReference};
+    /// use kevents_core::{EventType, ObjectReference};
+    /// use kevents_core::events_v1::Occurrence;
     /// let pod = ObjectReference::new("v1", "Pod", "ns", "p");
     /// let node = ObjectReference::new("v1", "Node", "", "n1");
-    /// let o = OccurrenceV1::from_objects(&pod, Some(&node), EventType::Normal, "Scheduled", "Binding", "")
+    /// let o = Occurrence::from_objects(&pod, Some(&node), EventType::Normal, "Scheduled", "Binding", "")
     ///     .unwrap();
     /// assert_eq!(o.related.unwrap().name, "n1");
     /// ```
@@ -176,21 +177,21 @@ impl OccurrenceV1 {
     }
 }
 
-/// Builds an [`OccurrenceV1`] with a `format!`-style note:
-/// `occurrence_v1!(regarding, related, type, reason, action, "fmt", args...)`.
+/// Builds an [`events_v1::Occurrence`](crate::events_v1::Occurrence) with a `format!`-style note:
+/// `occurrence_events_v1!(regarding, related, type, reason, action, "fmt", args...)`.
 ///
 /// ```
-/// use kevents_core::{occurrence_v1, EventType, ObjectReference};
+/// use kevents_core::{occurrence_events_v1, EventType, ObjectReference};
 /// let pod = ObjectReference::new("v1", "Pod", "ns1", "pod1");
 /// let node = ObjectReference::new("v1", "Node", "", "node1");
-/// let o = occurrence_v1!(pod, Some(node), EventType::Warning, "FailedScheduling", "Scheduling",
+/// let o = occurrence_events_v1!(pod, Some(node), EventType::Warning, "FailedScheduling", "Scheduling",
 ///                    "Pod failed to schedule on {}: {}", "node1", "not enough resources");
 /// assert_eq!(o.note, "Pod failed to schedule on node1: not enough resources");
 /// ```
 #[macro_export]
-macro_rules! occurrence_v1 {
+macro_rules! occurrence_events_v1 {
     ($regarding:expr, $related:expr, $type:expr, $reason:expr, $action:expr, $($note:tt)+) => {
-        $crate::events_v1::OccurrenceV1::new(
+        $crate::events_v1::Occurrence::new(
             $regarding,
             $related,
             $type,
@@ -201,11 +202,11 @@ macro_rules! occurrence_v1 {
     };
 }
 
-/// A borrowed [`OccurrenceV1`] without `related`: what `EventFactoryV1::check_ref` (the
-/// pipeline's fast form of [`EventFactoryV1::check`]) checks. Not part of the public API:
+/// A borrowed [`events_v1::Occurrence`](crate::events_v1::Occurrence) without `related`: what `events_v1::EventFactory::check_ref` (the
+/// pipeline's fast form of [`events_v1::EventFactory::check`](crate::events_v1::EventFactory::check)) checks. Not part of the public API:
 /// reached through `kevents_core::__private` only.
 #[derive(Debug, Clone, Copy)]
-pub struct OccurrenceV1Ref<'a> {
+pub struct EventsV1OccurrenceRef<'a> {
     /// The object acted upon.
     pub regarding: ReferenceRef<'a>,
     /// `Normal` or `Warning` (checked).
@@ -225,18 +226,18 @@ pub struct OccurrenceV1Ref<'a> {
 /// reject.
 ///
 /// ```
-/// use kevents_core::events_v1::{EventFactoryV1, Reporter};
-/// use kevents_core::{occurrence_v1, EventType, ObjectReference, Time};
-/// let f = EventFactoryV1::new(Reporter::with_instance("c1", "i1"));
+/// use kevents_core::events_v1::{EventFactory, Reporter};
+/// use kevents_core::{occurrence_events_v1, EventType, ObjectReference, Time};
+/// let f = EventFactory::new(Reporter::with_instance("c1", "i1"));
 /// let now = Time::parse_rfc3339("2023-01-01T12:00:00Z").unwrap();
 /// let pod = ObjectReference::new("v1", "Pod", "ns1", "pod1").with_uid("12345");
-/// let e = f.make(now, occurrence_v1!(pod, None, EventType::Normal, "Started", "Start", "n={}", 1)).unwrap();
+/// let e = f.make(now, occurrence_events_v1!(pod, None, EventType::Normal, "Started", "Start", "n={}", 1)).unwrap();
 /// assert_eq!(e.metadata.name, "pod1.17362d8e1c698000");
 /// assert_eq!((e.metadata.namespace.as_str(), e.note.as_str()), ("ns1", "n=1"));
 /// assert_eq!(e.event_time, Some(now));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct EventFactoryV1 {
+pub struct EventFactory {
     /// `reportingController` / `reportingInstance` of every event.
     pub reporter: Reporter,
     /// Name generation rule (UUID fallback by default, as client-go 1.33+).
@@ -249,11 +250,11 @@ pub struct EventFactoryV1 {
     pub note_policy: NotePolicy,
 }
 
-impl EventFactoryV1 {
+impl crate::events_v1::EventFactory {
     /// A factory for `reporter` with the defaults: UUID fallback names, cluster-scoped events
     /// in `kube-system`, notes truncated with `"..."`.
     pub fn new(reporter: Reporter) -> Self {
-        EventFactoryV1 {
+        crate::events_v1::EventFactory {
             reporter,
             ..Default::default()
         }
@@ -265,21 +266,25 @@ impl EventFactoryV1 {
     /// (no allocation unless it fails).
     ///
     /// ```
-    /// use kevents_core::events_v1::{EventFactoryV1, InvalidEventV1, OccurrenceV1, Reporter};
+    /// use kevents_core::events_v1::{InvalidEvent, Occurrence, EventFactory, Reporter};
     /// use kevents_core::{EventType, ObjectReference, Time};
-    /// let f = EventFactoryV1::new(Reporter::with_instance("c1", "i1"));
+    /// let f = EventFactory::new(Reporter::with_instance("c1", "i1"));
     /// let now = Time::from_unix_secs(1);
     /// let pod = ObjectReference::new("v1", "Pod", "ns1", "pod1");
-    /// let ok = OccurrenceV1::new(pod.clone(), None, EventType::Normal, "Started", "Start", "");
+    /// let ok = Occurrence::new(pod.clone(), None, EventType::Normal, "Started", "Start", "");
     /// assert_eq!(f.check(now, &ok), Ok(()));
-    /// let bad = OccurrenceV1::new(pod, None, EventType::Normal, "Started", "", "");
-    /// assert_eq!(f.check(now, &bad), Err(InvalidEventV1::ActionMissing));
-    /// assert_eq!(f.make(now, bad).unwrap_err(), InvalidEventV1::ActionMissing);
+    /// let bad = Occurrence::new(pod, None, EventType::Normal, "Started", "", "");
+    /// assert_eq!(f.check(now, &bad), Err(InvalidEvent::ActionMissing));
+    /// assert_eq!(f.make(now, bad).unwrap_err(), InvalidEvent::ActionMissing);
     /// ```
-    pub fn check(&self, now: Time, occ: &OccurrenceV1) -> Result<(), InvalidEventV1> {
+    pub fn check(
+        &self,
+        now: Time,
+        occ: &crate::events_v1::Occurrence,
+    ) -> Result<(), crate::events_v1::InvalidEvent> {
         self.check_borrowed(
             now,
-            OccurrenceV1Ref {
+            EventsV1OccurrenceRef {
                 regarding: ReferenceRef::from(&occ.regarding),
                 event_type: &occ.event_type,
                 reason: &occ.reason,
@@ -296,8 +301,8 @@ impl EventFactoryV1 {
     pub(crate) fn check_borrowed(
         &self,
         now: Time,
-        occ: OccurrenceV1Ref<'_>,
-    ) -> Result<(), InvalidEventV1> {
+        occ: EventsV1OccurrenceRef<'_>,
+    ) -> Result<(), crate::events_v1::InvalidEvent> {
         let note_len = self.note_policy.applied_len(occ.note)?;
         let object = occ.regarding.name;
         let name_ok = match self.naming {
@@ -306,7 +311,9 @@ impl EventFactoryV1 {
             Naming::Legacy => legacy_name_is_valid(object, now),
         };
         if !name_ok {
-            return Err(InvalidEventV1::Name(name::event_name(object, now)));
+            return Err(crate::events_v1::InvalidEvent::Name(name::event_name(
+                object, now,
+            )));
         }
         let ns = if occ.regarding.namespace.is_empty() {
             self.cluster_scoped_namespace.as_str()
@@ -314,10 +321,10 @@ impl EventFactoryV1 {
             occ.regarding.namespace
         };
         if !name::is_dns1123_label(ns) {
-            return Err(InvalidEventV1::Namespace(ns.to_owned()));
+            return Err(crate::events_v1::InvalidEvent::Namespace(ns.to_owned()));
         }
         if occ.regarding.namespace.is_empty() && !self.cluster_scoped_rule.allows(ns) {
-            return Err(InvalidEventV1::ClusterScopedNamespace {
+            return Err(crate::events_v1::InvalidEvent::ClusterScopedNamespace {
                 namespace: ns.to_owned(),
                 allowed: self.cluster_scoped_rule.describe(),
             });
@@ -336,8 +343,12 @@ impl EventFactoryV1 {
 
     /// Checks an occurrence and builds its event at instant `now` (used for both `eventTime`
     /// and the name). Nothing is built when a check fails.
-    pub fn make(&self, now: Time, occ: OccurrenceV1) -> Result<Event, InvalidEventV1> {
-        let OccurrenceV1 {
+    pub fn make(
+        &self,
+        now: Time,
+        occ: crate::events_v1::Occurrence,
+    ) -> Result<Event, crate::events_v1::InvalidEvent> {
+        let crate::events_v1::Occurrence {
             regarding,
             related,
             event_type,
@@ -401,7 +412,7 @@ mod tests {
             secs in -3i64..3_000_000_000, sel in prop::collection::vec(0usize..16, 12),
         ) {
             let name = if long_name { format!("{}{}", "a".repeat(240), name) } else { name };
-            let f = EventFactoryV1 {
+            let f = crate::events_v1::EventFactory {
                 reporter: Reporter::with_instance(
                     pick(&["c1", "-bad", "", "example.com/ctl"], sel[0]),
                     pick(&["i".to_owned(), String::new(), "i".repeat(129)], sel[1]),
@@ -417,7 +428,7 @@ mod tests {
                 2 => { annotations.insert("bad key".to_owned(), "v".to_owned()); }
                 _ => {}
             }
-            let occ = OccurrenceV1 {
+            let occ = crate::events_v1::Occurrence {
                 regarding: ObjectReference::new("v1", "Pod", ns, name),
                 related: None,
                 event_type: pick(&["Normal", "Warning", "Error"], sel[7]).to_owned(),

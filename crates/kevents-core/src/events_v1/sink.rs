@@ -1,4 +1,4 @@
-//! The write side of `events.k8s.io/v1`: the [`EventSinkV1`] trait and one client-go
+//! The write side of `events.k8s.io/v1`: the [`events_v1::EventSink`](crate::events_v1::EventSink) trait and one client-go
 //! `recordEvent` attempt ([`write_once`]).
 
 use std::future::Future;
@@ -10,10 +10,10 @@ use super::series::{Step, Write, classify};
 use crate::status::SinkError;
 use crate::stored::Stored;
 
-/// The future an [`EventSinkV1`] call returns: the event as the server stored it
+/// The future an [`events_v1::EventSink`](crate::events_v1::EventSink) call returns: the event as the server stored it
 /// ([`Stored::Returned`]), [`Stored::AsSent`] for a sink with no server copy to return, or
 /// why not.
-pub type SinkFutureV1 =
+pub type SinkFuture =
     Pin<Box<dyn Future<Output = Result<Stored<Event>, SinkError>> + Send + 'static>>;
 
 /// Writes `events.k8s.io/v1` events (client-go `tools/events` `EventSink`, without `Update`).
@@ -24,61 +24,64 @@ pub type SinkFutureV1 =
 /// ambiguous calls.
 ///
 /// ```
-/// use kevents_core::events_v1::{Event, EventSinkV1, SinkFutureV1};
+/// use kevents_core::events_v1::{SinkFuture, EventSink, Event};
 /// use kevents_core::Stored;
 ///
 /// /// A sink that prints events: no server, so the events are stored as sent.
 /// struct Print;
-/// impl EventSinkV1 for Print {
-///     fn create_v1(&self, event: &Event) -> SinkFutureV1 {
+/// impl EventSink for Print {
+///     fn create_events_v1(&self, event: &Event) -> SinkFuture {
 ///         println!("{} {}: {}", event.type_, event.reason, event.note);
 ///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
-///     fn patch_v1(&self, event: &Event, _patch: &[u8]) -> SinkFutureV1 {
+///     fn patch_events_v1(&self, event: &Event, _patch: &[u8]) -> SinkFuture {
 ///         println!("{} {} (series): {}", event.type_, event.reason, event.note);
 ///         Box::pin(async { Ok(Stored::AsSent) })
 ///     }
 /// }
 /// ```
-pub trait EventSinkV1: Send + Sync + 'static {
+pub trait EventSink: Send + Sync + 'static {
     /// `POST /apis/events.k8s.io/v1/namespaces/{event.namespace}/events`.
-    fn create_v1(&self, event: &Event) -> SinkFutureV1;
+    fn create_events_v1(&self, event: &Event) -> crate::events_v1::SinkFuture;
     /// `PATCH /apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{event.name}` with a
     /// strategic merge patch (`application/strategic-merge-patch+json`).
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1;
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> crate::events_v1::SinkFuture;
 }
 
-impl<S: EventSinkV1 + ?Sized> EventSinkV1 for Arc<S> {
-    fn create_v1(&self, event: &Event) -> SinkFutureV1 {
-        (**self).create_v1(event)
+impl<S: crate::events_v1::EventSink + ?Sized> crate::events_v1::EventSink for Arc<S> {
+    fn create_events_v1(&self, event: &Event) -> crate::events_v1::SinkFuture {
+        (**self).create_events_v1(event)
     }
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1 {
-        (**self).patch_v1(event, patch)
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> crate::events_v1::SinkFuture {
+        (**self).patch_events_v1(event, patch)
     }
 }
 
-impl<S: EventSinkV1 + ?Sized> EventSinkV1 for Box<S> {
-    fn create_v1(&self, event: &Event) -> SinkFutureV1 {
-        (**self).create_v1(event)
+impl<S: crate::events_v1::EventSink + ?Sized> crate::events_v1::EventSink for Box<S> {
+    fn create_events_v1(&self, event: &Event) -> crate::events_v1::SinkFuture {
+        (**self).create_events_v1(event)
     }
-    fn patch_v1(&self, event: &Event, patch: &[u8]) -> SinkFutureV1 {
-        (**self).patch_v1(event, patch)
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> crate::events_v1::SinkFuture {
+        (**self).patch_events_v1(event, patch)
     }
 }
 
 /// Sends one request for `write`: POST for [`Write::Create`], PATCH for [`Write::Patch`].
-pub fn send<S: EventSinkV1 + ?Sized>(sink: &S, write: &Write) -> SinkFutureV1 {
+pub fn send<S: crate::events_v1::EventSink + ?Sized>(
+    sink: &S,
+    write: &Write,
+) -> crate::events_v1::SinkFuture {
     match write {
-        Write::Create { event, .. } => sink.create_v1(event),
-        Write::Patch { event, patch, .. } => sink.patch_v1(event, patch),
+        Write::Create { event, .. } => sink.create_events_v1(event),
+        Write::Patch { event, patch, .. } => sink.patch_events_v1(event, patch),
     }
 }
 
 /// The result of [`write_once`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteOutcomeV1 {
+pub struct WriteOutcome {
     /// The last request sent (the CREATE after a 404, or the write itself). Pass it to
-    /// [`crate::events_v1::SeriesCache::on_write_result`], and after [`Step::Retry`] send
+    /// [`events_v1::SeriesCache::on_write_result`](crate::events_v1::SeriesCache::on_write_result), and after [`Step::Retry`] send
     /// [`Write::retry`] of it.
     pub sent: Write,
     /// What the sink answered to it.
@@ -118,13 +121,16 @@ pub struct WriteOutcomeV1 {
 ///                        reason: WriteReason::SeriesStart };
 /// let out = block_on(write_once(&api, w)); // nothing stored yet: PATCH 404, then CREATE
 /// assert!(out.recreated && out.step == Step::Stored);
-/// assert_eq!(api.get_v1("default", "p.1").unwrap().series.unwrap().count, 2);
+/// assert_eq!(api.get_events_v1("default", "p.1").unwrap().series.unwrap().count, 2);
 /// ```
-pub async fn write_once<S: EventSinkV1 + ?Sized>(sink: &S, write: Write) -> WriteOutcomeV1 {
+pub async fn write_once<S: crate::events_v1::EventSink + ?Sized>(
+    sink: &S,
+    write: Write,
+) -> crate::events_v1::WriteOutcome {
     let result = send(sink, &write).await;
     let step = classify(&write, &result);
     if step != Step::Recreate {
-        return WriteOutcomeV1 {
+        return crate::events_v1::WriteOutcome {
             sent: write,
             result,
             recreated: false,
@@ -134,7 +140,7 @@ pub async fn write_once<S: EventSinkV1 + ?Sized>(sink: &S, write: Write) -> Writ
     let write = write.recreate();
     let result = send(sink, &write).await;
     let step = classify(&write, &result);
-    WriteOutcomeV1 {
+    crate::events_v1::WriteOutcome {
         sent: write,
         result,
         recreated: true,

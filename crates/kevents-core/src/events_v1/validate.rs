@@ -22,7 +22,7 @@ pub const TRUNCATION_MARKER: &str = "...";
 
 /// Why an `events.k8s.io/v1` event was refused before anything was sent.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum InvalidEventV1 {
+pub enum InvalidEvent {
     /// The type is not exactly `Normal` or `Warning`.
     #[error("unsupported event type {0:?}: must be \"Normal\" or \"Warning\"")]
     Type(String),
@@ -109,7 +109,7 @@ pub enum NotePolicy {
         /// Appended to a cut note (itself cut if longer than 1024 bytes).
         marker: String,
     },
-    /// Refuse the event with [`InvalidEventV1::NoteTooLong`].
+    /// Refuse the event with [`events_v1::InvalidEvent::NoteTooLong`](crate::events_v1::InvalidEvent::NoteTooLong).
     Reject,
 }
 
@@ -123,12 +123,12 @@ impl Default for NotePolicy {
 
 impl NotePolicy {
     /// The length [`apply`](Self::apply) would give `note`, or its error, without copying.
-    pub(crate) fn applied_len(&self, note: &str) -> Result<usize, InvalidEventV1> {
+    pub(crate) fn applied_len(&self, note: &str) -> Result<usize, crate::events_v1::InvalidEvent> {
         if note.len() <= NOTE_LIMIT {
             return Ok(note.len());
         }
         match self {
-            NotePolicy::Reject => Err(InvalidEventV1::NoteTooLong(note.len())),
+            NotePolicy::Reject => Err(crate::events_v1::InvalidEvent::NoteTooLong(note.len())),
             NotePolicy::Truncate { marker } => {
                 let marker = &marker[..floor_char_boundary(marker, NOTE_LIMIT)];
                 Ok(floor_char_boundary(note, NOTE_LIMIT - marker.len()) + marker.len())
@@ -137,12 +137,12 @@ impl NotePolicy {
     }
 
     /// Applies the policy: the note unchanged when it fits, else truncated or refused.
-    pub fn apply(&self, note: String) -> Result<String, InvalidEventV1> {
+    pub fn apply(&self, note: String) -> Result<String, crate::events_v1::InvalidEvent> {
         if note.len() <= NOTE_LIMIT {
             return Ok(note);
         }
         match self {
-            NotePolicy::Reject => Err(InvalidEventV1::NoteTooLong(note.len())),
+            NotePolicy::Reject => Err(crate::events_v1::InvalidEvent::NoteTooLong(note.len())),
             NotePolicy::Truncate { marker } => {
                 let marker = &marker[..floor_char_boundary(marker, NOTE_LIMIT)];
                 let cut = floor_char_boundary(&note, NOTE_LIMIT - marker.len());
@@ -196,42 +196,55 @@ impl ClusterScopedRule {
 /// and returns the first violation. Lengths are UTF-8 byte counts.
 ///
 /// ```
-/// use kevents_core::events_v1::{validate_create, ClusterScopedRule, Event, InvalidEventV1};
+/// use kevents_core::events_v1::{InvalidEvent, validate_create, ClusterScopedRule, Event};
 /// let e = Event::default();
-/// assert_eq!(validate_create(&e, ClusterScopedRule::default()), Err(InvalidEventV1::Name(String::new())));
+/// assert_eq!(validate_create(&e, ClusterScopedRule::default()), Err(InvalidEvent::Name(String::new())));
 /// ```
-pub fn validate_create(e: &Event, rule: ClusterScopedRule) -> Result<(), InvalidEventV1> {
+pub fn validate_create(
+    e: &Event,
+    rule: ClusterScopedRule,
+) -> Result<(), crate::events_v1::InvalidEvent> {
     if !name::is_dns1123_subdomain(&e.metadata.name) {
-        return Err(InvalidEventV1::Name(e.metadata.name.clone()));
+        return Err(crate::events_v1::InvalidEvent::Name(
+            e.metadata.name.clone(),
+        ));
     }
     let ns = &e.metadata.namespace;
     if !name::is_dns1123_label(ns) {
-        return Err(InvalidEventV1::Namespace(ns.clone()));
+        return Err(crate::events_v1::InvalidEvent::Namespace(ns.clone()));
     }
     if e.regarding.namespace.is_empty() && !rule.allows(ns) {
-        return Err(InvalidEventV1::ClusterScopedNamespace {
+        return Err(crate::events_v1::InvalidEvent::ClusterScopedNamespace {
             namespace: ns.clone(),
             allowed: rule.describe(),
         });
     }
     if e.event_time.is_none() {
-        return Err(InvalidEventV1::EventTimeMissing);
+        return Err(crate::events_v1::InvalidEvent::EventTimeMissing);
     }
     validate_fields(e)?;
     if let Some(s) = &e.series {
         validate_series(s)?;
     }
     if e.deprecated_source != EventSource::default() {
-        return Err(InvalidEventV1::Deprecated("deprecatedSource"));
+        return Err(crate::events_v1::InvalidEvent::Deprecated(
+            "deprecatedSource",
+        ));
     }
     if e.deprecated_first_timestamp.is_some() {
-        return Err(InvalidEventV1::Deprecated("deprecatedFirstTimestamp"));
+        return Err(crate::events_v1::InvalidEvent::Deprecated(
+            "deprecatedFirstTimestamp",
+        ));
     }
     if e.deprecated_last_timestamp.is_some() {
-        return Err(InvalidEventV1::Deprecated("deprecatedLastTimestamp"));
+        return Err(crate::events_v1::InvalidEvent::Deprecated(
+            "deprecatedLastTimestamp",
+        ));
     }
     if e.deprecated_count != 0 {
-        return Err(InvalidEventV1::Deprecated("deprecatedCount"));
+        return Err(crate::events_v1::InvalidEvent::Deprecated(
+            "deprecatedCount",
+        ));
     }
     validate_annotations(&e.metadata.annotations)
 }
@@ -239,21 +252,21 @@ pub fn validate_create(e: &Event, rule: ClusterScopedRule) -> Result<(), Invalid
 /// The annotation checks of [`validate_create`].
 pub(crate) fn validate_annotations(
     annotations: &std::collections::BTreeMap<String, String>,
-) -> Result<(), InvalidEventV1> {
+) -> Result<(), crate::events_v1::InvalidEvent> {
     let mut total = 0;
     for (k, v) in annotations {
         if !name::is_qualified_name(&k.to_ascii_lowercase()) {
-            return Err(InvalidEventV1::AnnotationKey(k.clone()));
+            return Err(crate::events_v1::InvalidEvent::AnnotationKey(k.clone()));
         }
         total += k.len() + v.len();
     }
     if total > MAX_ANNOTATIONS_BYTES {
-        return Err(InvalidEventV1::AnnotationsTooLarge(total));
+        return Err(crate::events_v1::InvalidEvent::AnnotationsTooLarge(total));
     }
     Ok(())
 }
 
-fn validate_fields(e: &Event) -> Result<(), InvalidEventV1> {
+fn validate_fields(e: &Event) -> Result<(), crate::events_v1::InvalidEvent> {
     validate_field_parts(
         &e.type_,
         &e.reason,
@@ -273,41 +286,43 @@ pub(crate) fn validate_field_parts(
     note_len: usize,
     reporting_controller: &str,
     reporting_instance: &str,
-) -> Result<(), InvalidEventV1> {
+) -> Result<(), crate::events_v1::InvalidEvent> {
     if EventType::parse(type_).is_none() {
-        return Err(InvalidEventV1::Type(type_.to_owned()));
+        return Err(crate::events_v1::InvalidEvent::Type(type_.to_owned()));
     }
     match reason.len() {
-        0 => return Err(InvalidEventV1::ReasonMissing),
-        n if n > REASON_LIMIT => return Err(InvalidEventV1::ReasonTooLong(n)),
+        0 => return Err(crate::events_v1::InvalidEvent::ReasonMissing),
+        n if n > REASON_LIMIT => return Err(crate::events_v1::InvalidEvent::ReasonTooLong(n)),
         _ => {}
     }
     match action.len() {
-        0 => return Err(InvalidEventV1::ActionMissing),
-        n if n > ACTION_LIMIT => return Err(InvalidEventV1::ActionTooLong(n)),
+        0 => return Err(crate::events_v1::InvalidEvent::ActionMissing),
+        n if n > ACTION_LIMIT => return Err(crate::events_v1::InvalidEvent::ActionTooLong(n)),
         _ => {}
     }
     if note_len > NOTE_LIMIT {
-        return Err(InvalidEventV1::NoteTooLong(note_len));
+        return Err(crate::events_v1::InvalidEvent::NoteTooLong(note_len));
     }
     if !name::is_qualified_name(reporting_controller) {
-        return Err(InvalidEventV1::ReportingController(
+        return Err(crate::events_v1::InvalidEvent::ReportingController(
             reporting_controller.to_owned(),
         ));
     }
     match reporting_instance.len() {
-        0 => Err(InvalidEventV1::ReportingInstanceMissing),
-        n if n > REPORTING_INSTANCE_LIMIT => Err(InvalidEventV1::ReportingInstanceTooLong(n)),
+        0 => Err(crate::events_v1::InvalidEvent::ReportingInstanceMissing),
+        n if n > REPORTING_INSTANCE_LIMIT => {
+            Err(crate::events_v1::InvalidEvent::ReportingInstanceTooLong(n))
+        }
         _ => Ok(()),
     }
 }
 
-fn validate_series(s: &super::model::EventSeries) -> Result<(), InvalidEventV1> {
+fn validate_series(s: &super::model::EventSeries) -> Result<(), crate::events_v1::InvalidEvent> {
     if s.count < 2 {
-        return Err(InvalidEventV1::SeriesCount(s.count));
+        return Err(crate::events_v1::InvalidEvent::SeriesCount(s.count));
     }
     if s.last_observed_time.is_none() {
-        return Err(InvalidEventV1::SeriesLastObservedTime);
+        return Err(crate::events_v1::InvalidEvent::SeriesLastObservedTime);
     }
     Ok(())
 }
@@ -318,18 +333,18 @@ fn validate_series(s: &super::model::EventSeries) -> Result<(), InvalidEventV1> 
 /// except metadata is immutable.
 ///
 /// ```
-/// use kevents_core::events_v1::{validate_update, Event, EventSeries, InvalidEventV1};
+/// use kevents_core::events_v1::{InvalidEvent, validate_update, Event, EventSeries};
 /// use kevents_core::Time;
 /// let old = Event::default();
 /// let mut new = old.clone();
 /// new.series = Some(EventSeries::new(1, Time::UNIX_EPOCH));
-/// assert_eq!(validate_update(&old, &new), Err(InvalidEventV1::SeriesCount(1)));
+/// assert_eq!(validate_update(&old, &new), Err(InvalidEvent::SeriesCount(1)));
 /// new.series = Some(EventSeries::new(2, Time::UNIX_EPOCH));
 /// assert_eq!(validate_update(&old, &new), Ok(()));
 /// new.note = "changed".into();
-/// assert_eq!(validate_update(&old, &new), Err(InvalidEventV1::Immutable("note")));
+/// assert_eq!(validate_update(&old, &new), Err(InvalidEvent::Immutable("note")));
 /// ```
-pub fn validate_update(old: &Event, new: &Event) -> Result<(), InvalidEventV1> {
+pub fn validate_update(old: &Event, new: &Event) -> Result<(), crate::events_v1::InvalidEvent> {
     if old.series != new.series
         && let Some(s) = &new.series
     {
@@ -370,7 +385,7 @@ pub fn validate_update(old: &Event, new: &Event) -> Result<(), InvalidEventV1> {
         ("metadata.name", old.metadata.name == new.metadata.name),
     ];
     match checks.iter().find(|(_, same)| !same) {
-        Some((field, _)) => Err(InvalidEventV1::Immutable(field)),
+        Some((field, _)) => Err(crate::events_v1::InvalidEvent::Immutable(field)),
         None => Ok(()),
     }
 }

@@ -108,12 +108,12 @@ pub struct PreflightPlan {
     /// The namespaces the recorder writes to (those of the objects it records about).
     pub namespaces: Vec<String>,
     /// Whether it records about cluster-scoped objects (nodes, namespaces, cluster roles):
-    /// their events go to `default` (core/v1) or [`PreflightPlan::cluster_scoped_v1`]
+    /// their events go to `default` (core/v1) or [`PreflightPlan::cluster_scoped_events_v1`]
     /// (events.k8s.io/v1). On by default.
     pub cluster_scoped: bool,
     /// The events.k8s.io/v1 namespace of cluster-scoped objects' events (kevents' default
     /// `kube-system`).
-    pub cluster_scoped_v1: ClusterScopedNamespace,
+    pub cluster_scoped_events_v1: ClusterScopedNamespace,
     /// `reportingController` and `reportingInstance`, checked when events.k8s.io/v1 is used.
     pub reporter: Option<(String, String)>,
 }
@@ -145,7 +145,7 @@ impl PreflightPlan {
             api: ApiChoice::Discover,
             namespaces: namespaces.into_iter().map(Into::into).collect(),
             cluster_scoped: true,
-            cluster_scoped_v1: ClusterScopedNamespace::default(),
+            cluster_scoped_events_v1: ClusterScopedNamespace::default(),
             reporter: None,
         }
     }
@@ -172,7 +172,7 @@ impl PreflightPlan {
     pub fn namespaces_for(&self, api: EventsApi) -> Vec<&str> {
         let cluster = match api {
             EventsApi::CoreV1 => "default",
-            EventsApi::EventsV1 => self.cluster_scoped_v1.as_str(),
+            EventsApi::EventsV1 => self.cluster_scoped_events_v1.as_str(),
         };
         let mut out: Vec<&str> = Vec::new();
         let extra = self.cluster_scoped.then_some(cluster);

@@ -6,7 +6,7 @@ use std::fmt;
 /// The event API a recorder writes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EventsApi {
-    /// `events.k8s.io/v1` (client-go `tools/events`; the drop-in and `event_v1` calls).
+    /// `events.k8s.io/v1` (client-go `tools/events`; the drop-in and `events_v1().event` calls).
     EventsV1,
     /// core/v1 `Event` (client-go `tools/record`; the fallback when events.k8s.io/v1 is not
     /// served).

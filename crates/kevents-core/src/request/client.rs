@@ -2,7 +2,6 @@
 //! checked, segments percent-encoded) and the simple ones: discovery, `GET`, `DELETE`.
 
 use crate::core_v1::Event;
-use crate::events_v1;
 use crate::status::{SinkError, sanitize_server_text_to};
 
 use super::transport::{Method, Request, Response, Transport};
@@ -14,7 +13,7 @@ pub const EVENTS_V1_PATH: &str = "/apis/events.k8s.io/v1";
 
 /// The requests of both event APIs, written once over a [`Transport`]: the
 /// [`EventSink`](crate::EventSink) (core/v1) and
-/// [`EventSinkV1`](crate::events_v1::EventSinkV1) writes (`POST` of the event's Go-identical
+/// [`events_v1::EventSink`](crate::events_v1::EventSink) writes (`POST` of the event's Go-identical
 /// JSON, strategic-merge `PATCH`), `GET`, `DELETE`, bounded paginated lists, discovery and
 /// [`PreflightApi`](crate::preflight::PreflightApi). kevents-http's `HttpSink` and
 /// kevents-kube's `KubeSink` are transports and answer through it.
@@ -119,17 +118,6 @@ impl<T: Transport> Client<T> {
         let path = events_path(CORE_V1_PATH, namespace, Some(name))?;
         let answer = self.send_empty(Method::Get, path).await?;
         answer.answer().decode_event(None)
-    }
-
-    /// `GET` of one `events.k8s.io/v1` event.
-    pub async fn get_event_v1(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<events_v1::Event, SinkError> {
-        let path = events_path(EVENTS_V1_PATH, namespace, Some(name))?;
-        let answer = self.send_empty(Method::Get, path).await?;
-        answer.answer().decode_event(Some(events_v1::API_VERSION))
     }
 
     /// `DELETE` of one core/v1 event (what the server's TTL does; used by tests).

@@ -1,7 +1,7 @@
 //! [`__request_sink!`](crate::__request_sink): the event sink traits of a type whose
 //! requests are [`Client`](super::Client)'s, written once for kevents' own sinks.
 
-/// Implements [`EventSink`](crate::EventSink), [`EventSinkV1`](crate::events_v1::EventSinkV1)
+/// Implements [`EventSink`](crate::EventSink), [`events_v1::EventSink`](crate::events_v1::EventSink)
 /// and [`PreflightApi`](crate::preflight::PreflightApi) for a sink type by forwarding them to
 /// its request layer: the type must have a method `fn requests(&self) -> Client<T>` (its
 /// [`Client`](crate::request::Client), with its options). kevents-http's `HttpSink` and
@@ -14,6 +14,7 @@
 ///
 /// ```
 /// use kevents_core::request::{Client, Limits, Request, Response, Transport, TransportFuture};
+/// use kevents_core::events_v1::EventSink;
 ///
 /// /// Answers every request with 503.
 /// #[derive(Clone)]
@@ -33,7 +34,7 @@
 /// }
 /// kevents_core::__request_sink!(Down);
 ///
-/// fn takes_a_sink(_: impl kevents_core::EventSink + kevents_core::events_v1::EventSinkV1) {}
+/// fn takes_a_sink(_: impl kevents_core::EventSink + EventSink) {}
 /// takes_a_sink(Down);
 /// let requests = Down.requests();
 /// let served = requests.events_v1_served(); // a future: Err(503)
@@ -56,20 +57,20 @@ macro_rules! __request_sink {
 
         /// `events.k8s.io/v1` (client-go `tools/events`): `POST` and strategic-merge `PATCH`
         /// of `/apis/events.k8s.io/v1/namespaces/{ns}/events`, by the request layer.
-        impl $crate::events_v1::EventSinkV1 for $sink {
-            fn create_v1(
+        impl $crate::events_v1::EventSink for $sink {
+            fn create_events_v1(
                 &self,
                 event: &$crate::events_v1::Event,
-            ) -> $crate::events_v1::SinkFutureV1 {
-                $crate::events_v1::EventSinkV1::create_v1(&self.requests(), event)
+            ) -> $crate::events_v1::SinkFuture {
+                $crate::events_v1::EventSink::create_events_v1(&self.requests(), event)
             }
 
-            fn patch_v1(
+            fn patch_events_v1(
                 &self,
                 event: &$crate::events_v1::Event,
                 patch: &[u8],
-            ) -> $crate::events_v1::SinkFutureV1 {
-                $crate::events_v1::EventSinkV1::patch_v1(&self.requests(), event, patch)
+            ) -> $crate::events_v1::SinkFuture {
+                $crate::events_v1::EventSink::patch_events_v1(&self.requests(), event, patch)
             }
         }
 

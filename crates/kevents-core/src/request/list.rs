@@ -11,10 +11,9 @@ use thiserror::Error;
 
 use crate::answer::unexpected_object;
 use crate::core_v1::Event;
-use crate::events_v1;
 use crate::status::SinkError;
 
-use super::client::{CORE_V1_PATH, Client, EVENTS_V1_PATH, encode_segment, events_path};
+use super::client::{CORE_V1_PATH, Client, encode_segment, events_path};
 use super::transport::{LIST_PAGE_SIZE, Limits, Method, Transport};
 
 /// Why a list of events failed. Nothing is returned then: a list is complete or an error.
@@ -102,18 +101,9 @@ impl<T: Transport> Client<T> {
         self.list_all(CORE_V1_PATH, namespace).await
     }
 
-    /// Every `events.k8s.io/v1` event of a namespace (all for `""`), paginated and bounded
-    /// like [`Client::list_events`].
-    pub async fn list_events_v1(
-        &self,
-        namespace: &str,
-    ) -> Result<Vec<events_v1::Event>, ListError> {
-        self.list_all(EVENTS_V1_PATH, namespace).await
-    }
-
     /// Every event of `namespace` (all for `""`) of the API at `prefix`, in pages of
     /// [`LIST_PAGE_SIZE`], within the list limits.
-    async fn list_all<E: DeserializeOwned>(
+    pub(super) async fn list_all<E: DeserializeOwned>(
         &self,
         prefix: &str,
         namespace: &str,

@@ -8,7 +8,7 @@
 //! Source layout: `transport.rs` ([`Transport`], [`Request`], [`Response`],
 //! [`ResponseReader`], [`Limits`] and the default limits), `client.rs` ([`Client`], paths
 //! and name checks, discovery, `GET`, `DELETE`), `write.rs` (creates and patches,
-//! [`EventSink`](crate::EventSink) and [`EventSinkV1`](crate::events_v1::EventSinkV1) for
+//! [`EventSink`](crate::EventSink) and [`events_v1::EventSink`](crate::events_v1::EventSink) for
 //! [`Client`]), `list.rs` (lists, [`ListError`]), `preflight.rs`
 //! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]) and `forward.rs`
 //! (`__request_sink!`, not public API: kevents' own sinks' trait implementations, forwarded
@@ -48,6 +48,7 @@
 //! ```
 
 mod client;
+mod events_v1;
 mod forward;
 mod list;
 mod preflight;
@@ -58,6 +59,7 @@ pub use client::{
     CORE_V1_PATH, Client, EVENTS_V1_PATH, answer_too_large, check_path_names, encode_path,
     encode_segment, events_path,
 };
+pub use events_v1::EventsV1Client;
 pub use list::ListError;
 pub use transport::{
     APISERVER_MAX_REQUEST_BYTES, APPLICATION_JSON, DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES,

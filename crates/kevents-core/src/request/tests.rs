@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::core_v1::{Event, EventSink, WriteKind, write_event};
-use crate::events_v1::{self, EventSinkV1};
+use crate::events_v1::{self, EventSink as _};
 use crate::preflight::{PreflightApi, ResourceAttributes};
 use crate::status::{Disposition, SinkError};
 use crate::stored::Stored;
@@ -304,7 +304,7 @@ fn the_answer_must_name_the_event_sent() {
     let mut e = events_v1::Event::default();
     e.metadata.namespace = "default".into();
     e.metadata.name = "web.1".into();
-    let err = block_on(t.client().patch_v1(&e, b"{}")).unwrap_err();
+    let err = block_on(t.client().patch_events_v1(&e, b"{}")).unwrap_err();
     assert!(matches!(err, SinkError::AnswerMismatch(_)), "{err:?}");
     assert_eq!(
         t.sent(),
@@ -401,7 +401,7 @@ fn lists_follow_continue_tokens_within_their_limits() {
     );
     // The same token twice: an error, not an endless list.
     let t = Scripted::new([Ok(page(&["a"], "t")), Ok(page(&["b"], "t"))]);
-    let err = block_on(t.client().list_events_v1("")).unwrap_err();
+    let err = block_on(t.client().events_v1().list_events("")).unwrap_err();
     assert!(
         matches!(err, ListError::RepeatedContinue { pages: 2, items: 2 }),
         "{err:?}"

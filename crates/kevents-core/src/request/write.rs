@@ -1,5 +1,5 @@
 //! The writes of both APIs over a transport: `POST` of an event's JSON, strategic-merge
-//! `PATCH`, their answers checked; [`EventSink`] and [`EventSinkV1`] for [`Client`].
+//! `PATCH`, their answers checked; [`EventSink`] and [`events_v1::EventSink`](crate::events_v1::EventSink) for [`Client`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::core_v1::{Event, EventSink, SinkFuture};
-use crate::events_v1::{self, EventSinkV1, SinkFutureV1};
+use crate::events_v1::{self};
 use crate::status::SinkError;
 use crate::stored::Stored;
 
@@ -143,14 +143,18 @@ impl<T: Transport> EventSink for Client<T> {
 
 /// `events.k8s.io/v1` (client-go `tools/events`): `POST`/`PATCH` of
 /// `/apis/events.k8s.io/v1/namespaces/{ns}/events[/{name}]`, answers of that API version.
-impl<T: Transport> EventSinkV1 for Client<T> {
-    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
+impl<T: Transport> crate::events_v1::EventSink for Client<T> {
+    fn create_events_v1(&self, event: &events_v1::Event) -> crate::events_v1::SinkFuture {
         let meta = &event.metadata;
         let api = Some(events_v1::API_VERSION);
         self.create_at(EVENTS_V1_PATH, &meta.namespace, &meta.name, event, api)
     }
 
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        patch: &[u8],
+    ) -> crate::events_v1::SinkFuture {
         let meta = &event.metadata;
         let api = Some(events_v1::API_VERSION);
         self.patch_at(EVENTS_V1_PATH, &meta.namespace, &meta.name, patch, api)

@@ -3,7 +3,7 @@
 //! the fake refuses exactly what the real recorder refuses.
 
 use k8s_openapi::api::core::v1::ObjectReference as K8sReference;
-use kevents_core::events_v1::{EventFactoryV1, NotePolicy, OccurrenceV1, Reporter as V1Reporter};
+use kevents_core::events_v1::{NotePolicy, Reporter as V1Reporter};
 use kevents_core::{EventType, ObjectReference};
 use kube::runtime::events::{Event, EventType as KubeEventType, Reporter};
 
@@ -17,8 +17,11 @@ pub(super) fn reporter(r: &Reporter) -> V1Reporter {
 }
 
 /// The factory of a recorder for `reporter` with `options`' note length rule.
-pub(super) fn factory(reporter: V1Reporter, options: &RecorderOptions) -> EventFactoryV1 {
-    let mut factory = EventFactoryV1::new(reporter);
+pub(super) fn factory(
+    reporter: V1Reporter,
+    options: &RecorderOptions,
+) -> kevents_core::events_v1::EventFactory {
+    let mut factory = kevents_core::events_v1::EventFactory::new(reporter);
     factory.note_policy = match options.note_length {
         NoteLength::Truncate => NotePolicy::default(),
         NoteLength::Reject => NotePolicy::Reject,
@@ -39,9 +42,9 @@ pub(super) fn occurrence(
     ev: &Event,
     regarding: &K8sReference,
     keep_resource_version: bool,
-) -> OccurrenceV1 {
+) -> kevents_core::events_v1::Occurrence {
     let keep = keep_resource_version;
-    OccurrenceV1::new(
+    kevents_core::events_v1::Occurrence::new(
         reference(regarding, keep),
         ev.secondary.as_ref().map(|r| reference(r, keep)),
         event_type(ev.type_),

@@ -1,7 +1,7 @@
 //! Why a publish call recorded nothing, and why a recorder did not start.
 
 use kevents_core::InvalidEvent;
-use kevents_core::events_v1::InvalidEventV1;
+
 use thiserror::Error;
 
 /// Why [`Recorder::publish`](crate::Recorder::publish) recorded nothing. Returned at the
@@ -21,7 +21,7 @@ pub enum PublishError {
     /// [`NoteLength::Reject`](crate::NoteLength::Reject), a reporting controller that is not a
     /// qualified name, ...), checked client-side.
     #[error(transparent)]
-    Invalid(#[from] InvalidEventV1),
+    Invalid(#[from] kevents_core::events_v1::InvalidEvent),
     /// The reference could not be used (the core/v1 fallback's checks).
     #[error(transparent)]
     InvalidReference(#[from] InvalidEvent),
@@ -33,7 +33,7 @@ pub enum PublishError {
 impl From<kevents_actors::RecordError> for PublishError {
     fn from(e: kevents_actors::RecordError) -> Self {
         match e {
-            kevents_actors::RecordError::InvalidV1(e) => PublishError::Invalid(e),
+            kevents_actors::RecordError::InvalidEventsV1(e) => PublishError::Invalid(e),
             kevents_actors::RecordError::Invalid(e) => PublishError::InvalidReference(e),
             kevents_actors::RecordError::Shutdown => PublishError::Shutdown,
         }

@@ -111,7 +111,7 @@ impl FakeRecorder {
     }
 
     /// The facade's fake behind [`Recorder::handle`]: kevents' own calls made through the
-    /// handle (`event`, `event_v1`) are recorded there.
+    /// handle (`event`, `events_v1().event`) are recorded there.
     pub fn handle_fake(&self) -> &kevents_actors::FakeRecorder {
         &self.store.core
     }

@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::ObjectReference as K8sReference;
 use kevents_actors::FakeRecorder as CoreFake;
-use kevents_core::events_v1::{EventFactoryV1, OccurrenceV1};
+
 use kevents_core::{Clock, SystemClock};
 use kube::runtime::events::{Event, EventType};
 
@@ -53,7 +53,7 @@ impl Published {
 
 /// The fake's state, shared by its recorder handles.
 pub(crate) struct FakeStore {
-    factory: EventFactoryV1,
+    factory: kevents_core::events_v1::EventFactory,
     published: Mutex<Vec<Published>>,
     shut_down: AtomicBool,
     /// What the pipeline handle ([`Recorder::handle`](crate::Recorder::handle)) records into.
@@ -61,7 +61,7 @@ pub(crate) struct FakeStore {
 }
 
 impl FakeStore {
-    pub(super) fn new(factory: EventFactoryV1) -> Self {
+    pub(super) fn new(factory: kevents_core::events_v1::EventFactory) -> Self {
         FakeStore {
             factory,
             published: Mutex::new(Vec::new()),
@@ -79,7 +79,7 @@ impl FakeStore {
         &self,
         ev: &Event,
         regarding: &K8sReference,
-        occ: OccurrenceV1,
+        occ: kevents_core::events_v1::Occurrence,
     ) -> Result<(), PublishError> {
         if self.is_shut_down() {
             return Err(PublishError::Shutdown);

@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference as K8sReference;
-use kevents_actors::{
-    Emit, EventsV1Config, Pipeline, ShutdownReport, SinkOptions, SinkOptionsV1, StatsSnapshot,
-};
+use kevents_actors::{Emit, EventsV1Config, Pipeline, ShutdownReport, SinkOptions, StatsSnapshot};
 use kevents_core::EventSource;
-use kevents_core::events_v1::OccurrenceV1;
+
 use kube::runtime::events::{Event, Reporter};
 use tokio::sync::Mutex;
 
@@ -20,13 +18,13 @@ use super::fake_store::FakeStore;
 use super::options::{Notes, RecorderOptions};
 use crate::sink::KubeSink;
 
-/// The name of the series chain in [`StatsSnapshot::series`] (and of the core/v1 chain in
+/// The name of the series chain in [`StatsSnapshot::sinks_events_v1`] (and of the core/v1 chain in
 /// [`StatsSnapshot::sinks`] when `events.k8s.io/v1` is not served).
 ///
 /// ```no_run
 /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {
 /// let stats = recorder.stats().await?;
-/// let series = stats.sink_v1(kevents_kube::SINK_NAME).expect("the recorder's chain");
+/// let series = stats.sink_events_v1(kevents_kube::SINK_NAME).expect("the recorder's chain");
 /// println!("{} creates, {} patches", series.created, series.patched);
 /// # Ok(()) }
 /// ```
@@ -88,7 +86,7 @@ pub const SINK_NAME: &str = "kube";
 ///     )
 ///     .await?;
 /// let report = recorder.shutdown(std::time::Duration::from_secs(10)).await?;
-/// println!("{} writes, {} failed", report.stats.series[0].delivered(), report.stats.series[0].failed());
+/// println!("{} writes, {} failed", report.stats.sinks_events_v1[0].delivered(), report.stats.sinks_events_v1[0].failed());
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -251,13 +249,13 @@ impl Recorder {
             } else {
                 kevents_core::preflight::EventsApi::CoreV1
             },
-            cluster_scoped_v1: factory.cluster_scoped_namespace,
+            cluster_scoped_events_v1: factory.cluster_scoped_namespace,
         };
-        let mut series = SinkOptionsV1 {
+        let mut series = kevents_actors::events_v1::SinkOptions {
             retry: options.retry.clone(),
             max_in_flight: options.max_in_flight,
             delivery: options.delivery,
-            ..SinkOptionsV1::default()
+            ..kevents_actors::events_v1::SinkOptions::default()
         };
         series.series.note_in_identity = options.notes == Notes::Distinct;
         series.series.max_entries = options.max_series.max(1);
@@ -276,7 +274,7 @@ impl Recorder {
                 .factory(factory)
                 .served(options.events_v1_served),
         )
-        .sink_v1(SINK_NAME, sink.clone(), series);
+        .sink_events_v1(SINK_NAME, sink.clone(), series);
         let builder = if options.events_v1_served {
             builder
         } else {
@@ -348,7 +346,11 @@ impl Recorder {
         }
     }
 
-    fn occurrence(&self, ev: &Event, regarding: &K8sReference) -> OccurrenceV1 {
+    fn occurrence(
+        &self,
+        ev: &Event,
+        regarding: &K8sReference,
+    ) -> kevents_core::events_v1::Occurrence {
         occurrence(ev, regarding, self.inner.keep_resource_version)
     }
 
@@ -380,7 +382,7 @@ impl Recorder {
     pub async fn publish(&self, ev: &Event, reference: &K8sReference) -> Result<(), PublishError> {
         let occ = self.occurrence(ev, reference);
         match &self.inner.backend {
-            Backend::Pipeline { recorder, .. } => Ok(recorder.event_v1_wait(occ).await?),
+            Backend::Pipeline { recorder, .. } => Ok(recorder.events_v1().emit_wait(occ).await?),
             Backend::Fake(store) => store.publish(ev, reference, occ),
         }
     }
@@ -403,12 +405,12 @@ impl Recorder {
     pub fn try_publish(&self, ev: &Event, reference: &K8sReference) -> Result<Emit, PublishError> {
         let occ = self.occurrence(ev, reference);
         match &self.inner.backend {
-            Backend::Pipeline { recorder, .. } => Ok(recorder.event_v1(occ)?),
+            Backend::Pipeline { recorder, .. } => Ok(recorder.events_v1().emit(occ)?),
             Backend::Fake(store) => store.publish(ev, reference, occ).map(|()| Emit::Queued),
         }
     }
 
-    /// The pipeline's recorder handle, for kevents' own calls (`event_v1`, `eventf_v1!`,
+    /// The pipeline's recorder handle, for kevents' own calls (`events_v1().event`, `eventf_events_v1!`,
     /// core/v1 style `event`).
     ///
     /// ```no_run
@@ -454,7 +456,7 @@ impl Recorder {
     }
 
     /// Every counter of the pipeline, now (the series chain is
-    /// `stats.sink_v1(SINK_NAME)`).
+    /// `stats.sink_events_v1(SINK_NAME)`).
     ///
     /// ```no_run
     /// # async fn f(recorder: kevents_kube::Recorder) -> Result<(), kevents_kube::PublishError> {

@@ -13,7 +13,7 @@ pub(crate) struct Target {
     pub(crate) sink: KubeSink,
     pub(crate) reporter: V1Reporter,
     pub(crate) api: EventsApi,
-    pub(crate) cluster_scoped_v1: ClusterScopedNamespace,
+    pub(crate) cluster_scoped_events_v1: ClusterScopedNamespace,
 }
 
 impl Target {
@@ -28,7 +28,7 @@ impl Target {
                 self.reporter.controller.clone(),
                 self.reporter.instance.clone(),
             );
-        plan.cluster_scoped_v1 = self.cluster_scoped_v1;
+        plan.cluster_scoped_events_v1 = self.cluster_scoped_events_v1;
         self.sink.requests().preflight(&plan).await
     }
 }

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses part of it
 
-use kevents_core::events_v1::{self, EventSinkV1, SinkFutureV1};
+use kevents_core::events_v1::{self};
 use kevents_core::{Event, EventSink, SinkError, SinkFuture};
 use kevents_kube::KubeSink;
 use kevents_testkit::conformance::SuiteSink;
@@ -42,12 +42,16 @@ impl EventSink for Via {
     }
 }
 
-impl EventSinkV1 for Via {
-    fn create_v1(&self, event: &events_v1::Event) -> SinkFutureV1 {
-        self.0.create_v1(event)
+impl kevents_core::events_v1::EventSink for Via {
+    fn create_events_v1(&self, event: &events_v1::Event) -> kevents_core::events_v1::SinkFuture {
+        self.0.create_events_v1(event)
     }
-    fn patch_v1(&self, event: &events_v1::Event, patch: &[u8]) -> SinkFutureV1 {
-        self.0.patch_v1(event, patch)
+    fn patch_events_v1(
+        &self,
+        event: &events_v1::Event,
+        patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
+        self.0.patch_events_v1(event, patch)
     }
 }
 
@@ -70,12 +74,17 @@ impl SuiteSink for Via {
         namespace: &str,
         name: &str,
     ) -> Result<events_v1::Event, SinkError> {
-        self.0.requests().get_event_v1(namespace, name).await
+        self.0
+            .requests()
+            .events_v1()
+            .get_event(namespace, name)
+            .await
     }
     async fn list_events_v1(&self, namespace: &str) -> Result<Vec<events_v1::Event>, String> {
         self.0
             .requests()
-            .list_events_v1(namespace)
+            .events_v1()
+            .list_events(namespace)
             .await
             .map_err(|e| e.to_string())
     }

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use kevents_core::events_v1::{
-    ClusterScopedNamespace, Event, EventFactoryV1, NotePolicy, OccurrenceV1, Reporter, SeriesCache,
-    SeriesOptions, Step, Write, WriteReason,
+    ClusterScopedNamespace, Event, NotePolicy, Reporter, SeriesCache, SeriesOptions, Step, Write,
+    WriteReason,
 };
 use kevents_core::{ObjectReference, SinkError, Stored, Time};
 
@@ -365,11 +365,11 @@ impl SeriesReplayer {
         let instance = line
             .reporting_instance
             .unwrap_or_else(|| format!("{controller}-{}", self.opts.hostname));
-        let factory = EventFactoryV1 {
+        let factory = kevents_core::events_v1::EventFactory {
             reporter: Reporter::with_instance(controller, instance),
             cluster_scoped_namespace: ClusterScopedNamespace::Default,
             note_policy: NotePolicy::Reject,
-            ..EventFactoryV1::default()
+            ..kevents_core::events_v1::EventFactory::default()
         };
         let event_type = line.type_.unwrap_or_default();
         if event_type != "Normal" && event_type != "Warning" {
@@ -377,7 +377,7 @@ impl SeriesReplayer {
             self.none(rows, "invalid type: not Normal or Warning, dropped");
             return;
         }
-        let occ = OccurrenceV1 {
+        let occ = kevents_core::events_v1::Occurrence {
             regarding: line.regarding.unwrap_or_default(),
             related: line.related,
             event_type,
@@ -412,11 +412,11 @@ impl SeriesReplayer {
 
     /// Sends one write (and the CREATE a PATCH answered 404 leads to), one row each.
     fn send(&mut self, write: Write, tick: Option<TickKind>, rows: &mut Vec<Value>) {
-        let result = self.api.send_v1_now(&write);
+        let result = self.api.send_now_events_v1(&write);
         rows.push(self.row(&write, &result, tick));
         if self.cache.on_write_result(&write, &result) == Step::Recreate {
             let create = write.recreate();
-            let result = self.api.send_v1_now(&create);
+            let result = self.api.send_now_events_v1(&create);
             rows.push(self.row(&create, &result, tick));
             self.cache.on_write_result(&create, &result);
         }

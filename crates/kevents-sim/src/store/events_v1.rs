@@ -7,7 +7,7 @@
 //! The events live in their own map (a real apiserver stores both APIs together; the
 //! simulator does not convert between them).
 
-use kevents_core::events_v1::{self, ClusterScopedRule, InvalidEventV1, validate_create};
+use kevents_core::events_v1::{self, ClusterScopedRule, validate_create};
 use serde_json::{Value, json};
 
 use super::{
@@ -16,8 +16,8 @@ use super::{
 };
 
 /// The field error the apiserver reports for a client-side validation error.
-fn field_error(e: &InvalidEventV1) -> FieldError {
-    use InvalidEventV1 as I;
+fn field_error(e: &kevents_core::events_v1::InvalidEvent) -> FieldError {
+    use kevents_core::events_v1::InvalidEvent as I;
     match e {
         I::Type(t) => FieldError::invalid("type", t, "has invalid value"),
         I::ReasonMissing => FieldError::required("reason", ""),

@@ -1,6 +1,6 @@
 //! The `events.k8s.io/v1` conformance scenarios: each takes a [`Target`] and checks one
 //! behaviour of `/apis/events.k8s.io/v1` as the series writer sees it through
-//! [`kevents_http::HttpSink`]'s [`EventSinkV1`] implementation. The same functions run
+//! [`kevents_http::HttpSink`]'s [`events_v1::EventSink`](kevents_core::events_v1::EventSink) implementation. The same functions run
 //! against the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to
 //! answer like the real one (codes and `Status` reasons; messages are not compared), and
 //! against v1.36 (`KEVENTS_K8S_VERSION=1.36`): scenarios whose answer changed since 1.20 expect
@@ -9,8 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use kevents_core::events_v1::{
-    self, EventFactoryV1, EventSeries, OccurrenceV1, Reporter, Step, Write, WriteReason,
-    series_patch, write_once,
+    self, EventSeries, Reporter, Step, Write, WriteReason, series_patch, write_once,
 };
 use kevents_core::{EventType, ObjectReference, SinkError, Stored, Time};
 
@@ -36,8 +35,8 @@ fn now() -> Time {
     Time::from(SystemTime::now())
 }
 
-fn factory() -> EventFactoryV1 {
-    EventFactoryV1::new(Reporter::with_instance(
+fn factory() -> kevents_core::events_v1::EventFactory {
+    kevents_core::events_v1::EventFactory::new(Reporter::with_instance(
         "kevents.io/conformance",
         "conformance-0",
     ))
@@ -51,7 +50,14 @@ fn event(regarding: ObjectReference, action: &str, note: &str) -> Result<events_
     factory()
         .make(
             now(),
-            OccurrenceV1::new(regarding, None, EventType::Warning, "BackOff", action, note),
+            kevents_core::events_v1::Occurrence::new(
+                regarding,
+                None,
+                EventType::Warning,
+                "BackOff",
+                action,
+                note,
+            ),
         )
         .map_err(|e| e.to_string())
 }
@@ -89,7 +95,7 @@ pub async fn v1_create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
         "back-off <restarting> & more",
     )?;
     e.related = Some(related.clone());
-    let stored = t.admin.create_v1(&e).await.server_copy("create")?;
+    let stored = t.admin.create_events_v1(&e).await.server_copy("create")?;
     ensure!(
         stored.metadata.name == e.metadata.name,
         "name {:?}",
@@ -143,14 +149,14 @@ pub async fn v1_create_stores_fields<S: SuiteSink>(t: &Target<S>) -> Outcome {
 /// the series (count, lastObservedTime) and nothing else.
 pub async fn v1_series_patch<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-series")), "Restart", "crash")?;
-    let created = t.admin.create_v1(&e).await.server_copy("create")?;
+    let created = t.admin.create_events_v1(&e).await.server_copy("create")?;
     let mut last = now();
     for count in [2, 7] {
         last = last.saturating_add(Duration::from_secs(1));
         let series = EventSeries::new(count, last);
         let patched = t
             .admin
-            .patch_v1(&e, &series_patch(&series))
+            .patch_events_v1(&e, &series_patch(&series))
             .await
             .server_copy(&format!("patch count {count}"))?;
         let s = patched.series.ok_or("no series after the patch")?;
@@ -174,7 +180,7 @@ pub async fn v1_patch_missing_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outco
     let mut e = event(pod(&unique("v1-missing")), "Restart", "crash")?;
     let series = EventSeries::new(2, now());
     expect_status(
-        t.admin.patch_v1(&e, &series_patch(&series)).await,
+        t.admin.patch_events_v1(&e, &series_patch(&series)).await,
         404,
         "NotFound",
     )?;
@@ -208,8 +214,8 @@ pub async fn v1_patch_missing_is_not_found<S: SuiteSink>(t: &Target<S>) -> Outco
 /// A second CREATE with the same name: 409 AlreadyExists.
 pub async fn v1_duplicate_create_already_exists<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-dup")), "Restart", "crash")?;
-    t.admin.create_v1(&e).await.server_copy("create")?;
-    let r = t.admin.create_v1(&e).await;
+    t.admin.create_events_v1(&e).await.server_copy("create")?;
+    let r = t.admin.create_events_v1(&e).await;
     if let Err(err) = &r {
         ensure!(err.is_already_exists(), "not AlreadyExists: {err:?}");
     }
@@ -221,7 +227,7 @@ pub async fn v1_duplicate_create_already_exists<S: SuiteSink>(t: &Target<S>) -> 
 pub async fn v1_missing_action_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event(pod(&unique("v1-noaction")), "Restart", "crash")?;
     e.action.clear();
-    expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
+    expect_status(t.admin.create_events_v1(&e).await, 422, "Invalid")
 }
 
 /// Strict validation (`pkg/apis/core/validation/events.go`): a note over 1024 bytes is refused with
@@ -229,7 +235,7 @@ pub async fn v1_missing_action_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcom
 pub async fn v1_long_note_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let mut e = event(pod(&unique("v1-longnote")), "Restart", "crash")?;
     e.note = "n".repeat(1025);
-    expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
+    expect_status(t.admin.create_events_v1(&e).await, 422, "Invalid")
 }
 
 /// The event validation (`legacyValidateEvent`, `pkg/apis/core/validation/events.go`) of an event
@@ -245,19 +251,19 @@ pub async fn v1_cluster_scoped_namespace<S: SuiteSink>(t: &Target<S>) -> Outcome
         e.metadata.namespace
     );
     t.admin
-        .create_v1(&e)
+        .create_events_v1(&e)
         .await
         .server_copy("create in kube-system")?;
     e.metadata.namespace = "default".into();
     e.metadata.name = format!("{}-default", e.metadata.name);
     if t.server_minor() >= 36 {
         t.admin
-            .create_v1(&e)
+            .create_events_v1(&e)
             .await
             .server_copy("create in default (1.36)")?;
         Ok(())
     } else {
-        expect_status(t.admin.create_v1(&e).await, 422, "Invalid")
+        expect_status(t.admin.create_events_v1(&e).await, 422, "Invalid")
     }
 }
 
@@ -267,14 +273,14 @@ pub async fn v1_cluster_scoped_namespace<S: SuiteSink>(t: &Target<S>) -> Outcome
 /// object and validates the series: 422 Invalid (`series.count`: should be at least 2).
 pub async fn v1_series_patch_validation<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-count1")), "Restart", "crash")?;
-    t.admin.create_v1(&e).await.server_copy("create")?;
+    t.admin.create_events_v1(&e).await.server_copy("create")?;
     let patch = series_patch(&EventSeries::new(1, now()));
     if t.server_minor() >= 36 {
-        return expect_status(t.admin.patch_v1(&e, &patch).await, 422, "Invalid");
+        return expect_status(t.admin.patch_events_v1(&e, &patch).await, 422, "Invalid");
     }
     let patched = t
         .admin
-        .patch_v1(&e, &patch)
+        .patch_events_v1(&e, &patch)
         .await
         .server_copy("patch with count 1")?;
     ensure!(

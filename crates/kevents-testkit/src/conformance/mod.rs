@@ -11,7 +11,7 @@
 
 use std::future::Future;
 
-use kevents_core::events_v1::{Event as V1Event, EventSinkV1};
+use kevents_core::events_v1::Event as V1Event;
 use kevents_core::{Event, EventSink, SinkError, Stored};
 use kevents_http::HttpSink;
 
@@ -32,7 +32,7 @@ pub mod events_v1;
 /// the same scenarios run through kevents-http's [`HttpSink`] and through any other sink
 /// (kevents-kube's sink over a `kube::Client`, in its tests). List errors are text: each sink
 /// has its own list error type.
-pub trait SuiteSink: EventSink + EventSinkV1 + Clone {
+pub trait SuiteSink: EventSink + kevents_core::events_v1::EventSink + Clone {
     /// `GET` of one core/v1 event.
     fn get_event(
         &self,
@@ -79,11 +79,12 @@ impl SuiteSink for HttpSink {
             .map_err(|e| e.to_string())
     }
     async fn get_event_v1(&self, namespace: &str, name: &str) -> Result<V1Event, SinkError> {
-        self.requests().get_event_v1(namespace, name).await
+        self.requests().events_v1().get_event(namespace, name).await
     }
     async fn list_events_v1(&self, namespace: &str) -> Result<Vec<V1Event>, String> {
         self.requests()
-            .list_events_v1(namespace)
+            .events_v1()
+            .list_events(namespace)
             .await
             .map_err(|e| e.to_string())
     }

@@ -35,9 +35,9 @@
 //! built: install the recorder first. `docs/metrics.md` describes every metric and how to
 //! serve them to Prometheus.
 
-use kevents_core::events_v1::SeriesStats;
-
 use crate::policy::WatcherPolicy;
+
+pub(crate) mod events_v1;
 /// At most this many distinct causes are kept per chain; occurrences of any further cause
 /// are summed under [`OTHER_CAUSES`], so a server answering with ever new reasons (or a
 /// writer to ever new namespaces) cannot grow the tally without bound.
@@ -182,7 +182,7 @@ pub struct StatsSnapshot {
     /// Per sink chain.
     pub sinks: Vec<SinkSnapshot>,
     /// Per series sink chain (events.k8s.io/v1): writes, evictions, flushes.
-    pub series: Vec<SeriesSnapshot>,
+    pub sinks_events_v1: Vec<events_v1::SinkSnapshot>,
     /// Per write budget the pipeline's chains use (shared budgets appear in every pipeline
     /// that uses them).
     pub budgets: Vec<BudgetSnapshot>,
@@ -195,8 +195,8 @@ impl StatsSnapshot {
     }
 
     /// The events.k8s.io/v1 sink chain (series chain) named `name`.
-    pub fn sink_v1(&self, name: &str) -> Option<&SeriesSnapshot> {
-        self.series.iter().find(|s| s.name == name)
+    pub fn sink_events_v1(&self, name: &str) -> Option<&events_v1::SinkSnapshot> {
+        self.sinks_events_v1.iter().find(|s| s.name == name)
     }
 
     /// The sink named `name`.
@@ -232,7 +232,7 @@ impl StatsSnapshot {
 
     /// Occurrences the server is not known to have stored yet, as last counted: still in
     /// the intake or a watcher's queue, held as a deferred spam tail, in a queued write, or
-    /// counted in an events.k8s.io/v1 series' memory ([`SeriesSnapshot::unwritten`], summed
+    /// counted in an events.k8s.io/v1 series' memory ([`events_v1::SinkSnapshot::unwritten`], summed
     /// at most every 20 ms while counts change). What a crash would lose now; 0 after a
     /// completed shutdown.
     ///
@@ -251,7 +251,11 @@ impl StatsSnapshot {
                 .map(|w| w.depth + w.overflow)
                 .sum::<u64>()
             + self.sinks.iter().map(|k| k.deferred).sum::<u64>()
-            + self.series.iter().map(|k| k.unwritten).sum::<u64>()
+            + self
+                .sinks_events_v1
+                .iter()
+                .map(|k| k.unwritten)
+                .sum::<u64>()
     }
 
     /// The write budget named `name`.
@@ -267,9 +271,10 @@ impl StatsSnapshot {
     /// not stored: it counts as both, so the sum is an alarm, not an exact count).
     ///
     /// ```
-    /// use kevents_actors::{SeriesSnapshot, StatsSnapshot};
+    /// use kevents_actors::StatsSnapshot;
+    /// use kevents_actors::events_v1::SinkSnapshot;
     /// let s = StatsSnapshot {
-    ///     series: vec![SeriesSnapshot { rejected: 1, not_stored: 25, ..Default::default() }],
+    ///     sinks_events_v1: vec![SinkSnapshot { rejected: 1, not_stored: 25, ..Default::default() }],
     ///     ..Default::default()
     /// };
     /// assert_eq!(s.dropped_total(), 26);
@@ -288,13 +293,17 @@ impl StatsSnapshot {
                 .iter()
                 .map(|s| s.spam_filtered + s.failed())
                 .sum::<u64>()
-            + self.series.iter().map(SeriesSnapshot::failed).sum::<u64>()
+            + self
+                .sinks_events_v1
+                .iter()
+                .map(events_v1::SinkSnapshot::failed)
+                .sum::<u64>()
             + self.not_stored()
     }
 
     /// Occurrences the server does not have because it refused a write for good (403,
     /// 422, ...), over every chain of both APIs ([`SinkSnapshot::not_stored`],
-    /// [`SeriesSnapshot::not_stored`]).
+    /// [`events_v1::SinkSnapshot::not_stored`]).
     ///
     /// ```
     /// let s = kevents_actors::StatsSnapshot::default();
@@ -302,7 +311,11 @@ impl StatsSnapshot {
     /// ```
     pub fn not_stored(&self) -> u64 {
         self.sinks.iter().map(|k| k.not_stored).sum::<u64>()
-            + self.series.iter().map(|k| k.not_stored).sum::<u64>()
+            + self
+                .sinks_events_v1
+                .iter()
+                .map(|k| k.not_stored)
+                .sum::<u64>()
     }
 
     /// [`not_stored`](Self::not_stored) by cause, over every chain (causes named alike are
@@ -321,81 +334,13 @@ impl StatsSnapshot {
             .sinks
             .iter()
             .map(|k| &k.not_stored_by_cause)
-            .chain(self.series.iter().map(|k| &k.not_stored_by_cause));
+            .chain(self.sinks_events_v1.iter().map(|k| &k.not_stored_by_cause));
         for causes in chains {
             for (cause, n) in causes {
                 *all.entry(cause.clone()).or_default() += n;
             }
         }
         sorted(all)
-    }
-}
-
-/// A point-in-time copy of the counters of one series sink chain (in
-/// [`StatsSnapshot::series`]).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SeriesSnapshot {
-    /// The chain's name.
-    pub name: String,
-    /// The cache's own counters: observed, creates, series started, counted in memory,
-    /// heartbeats, finished, singletons forgotten, **evicted singletons and series** (the
-    /// cap), flushed, rescheduled, entries and open series now.
-    pub cache: SeriesStats,
-    /// Writes that ended in a successful CREATE.
-    pub created: u64,
-    /// Writes that ended in a successful PATCH.
-    pub patched: u64,
-    /// PATCHes that found nothing (404) and were re-created with their series.
-    pub recreated: u64,
-    /// Flush writes (graceful shutdown) the server stored.
-    pub flush_written: u64,
-    /// Writes given up: the error is not retryable (422, 403, ...).
-    pub rejected: u64,
-    /// Writes given up after the retry budget.
-    pub retry_exhausted: u64,
-    /// Heartbeats and finishes that failed once (client-go tries them once; the cache writes
-    /// a failed finish again at the next tick).
-    pub rescheduled: u64,
-    /// Writes still queued or in flight when the pipeline stopped.
-    pub abandoned: u64,
-    /// Writes replaced by a newer write of the same event before they started (coalescing).
-    pub superseded: u64,
-    /// Requests attempted (a PATCH answered 404 and its CREATE count as one attempt).
-    pub attempts: u64,
-    /// Writes queued or in flight now.
-    pub queued: u64,
-    /// Live-count PATCHes produced so far: an open series whose count grew, written again
-    /// once its last write was `SinkOptionsV1::freshness` old (kevents, not client-go).
-    pub refreshed: u64,
-    /// Occurrences of open series the server is not known to have yet (counted in memory
-    /// since each series' last successful write): what a crash would lose now.
-    pub unwritten: u64,
-    /// Supervisor restarts of the series actor (its sink panicked; the series cache and the
-    /// queued writes are kept, as a core/v1 sink actor's).
-    pub restarts: u64,
-    /// Occurrences the server does not have because it refused a write for good (a 4xx
-    /// that retrying cannot fix: 403, 422, 400, ...; not AlreadyExists): what the series had
-    /// observed minus what the server is known to have stored, each occurrence counted once.
-    /// A refused CREATE drops the writes of its event queued behind it (counted as
-    /// `rejected`) and the cache forgets the series: nothing is PATCHed, and the next
-    /// occurrence starts again with a CREATE.
-    pub not_stored: u64,
-    /// `not_stored` by cause, a short stable text such as `403 Forbidden: create
-    /// events.k8s.io/v1 events in namespace "default"`, most occurrences first. At most
-    /// [`MAX_NOT_STORED_CAUSES`] causes are kept; the rest are summed under
-    /// [`OTHER_CAUSES`] (last).
-    pub not_stored_by_cause: Vec<(String, u64)>,
-}
-
-impl SeriesSnapshot {
-    /// Writes the server stored.
-    pub fn delivered(&self) -> u64 {
-        self.created + self.patched + self.recreated
-    }
-
-    /// Writes given up.
-    pub fn failed(&self) -> u64 {
-        self.rejected + self.retry_exhausted + self.abandoned
     }
 }
 
