@@ -37,15 +37,16 @@
 //! assert!(second.patch.is_some());
 //! ```
 
+mod aggregate;
 mod cache;
 pub(crate) mod fast;
 mod hash;
 mod keys;
+mod observation;
 mod options;
+mod patch;
 mod short;
 mod spam;
-
-use indexmap::IndexSet;
 
 pub use keys::{
     AGGREGATE_PREFIX, Key, KeyBuilder, aggregate_by_reason, aggregate_message, event_key, spam_key,
@@ -56,12 +57,14 @@ pub use options::{
 };
 
 use crate::core_v1::model::Event;
-use crate::json::GoFormatter;
 use crate::name;
-use crate::time::{SharedClock, Time};
+use crate::time::SharedClock;
+use aggregate::{AggregateRecord, LocalKeys};
 use cache::BoundedCache;
 use fast::{Decision, StateHint};
 use hash::{KeyHasher, Prefix};
+use observation::Observation;
+pub use patch::observation_patch;
 use spam::SpamFilter;
 
 /// What the correlator decided for one occurrence.
@@ -101,173 +104,6 @@ pub struct CorrelatorStats {
     pub cache_len: [usize; 3],
     /// Entries evicted from the aggregation, observer and spam caches.
     pub evictions: [u64; 3],
-}
-
-#[derive(Debug)]
-struct AggregateRecord {
-    local_keys: LocalKeys,
-    last_timestamp: Time,
-}
-
-/// The set of distinct local keys (messages) seen for one aggregate key, in insertion order.
-/// While small (the default threshold is 10) the keys sit back to back in one buffer, which
-/// a recycled cache entry keeps (no allocation per new aggregate key); a hashed set beyond.
-#[derive(Debug)]
-enum LocalKeys {
-    Small(FlatKeys),
-    Large(IndexSet<Key>),
-}
-
-/// Byte strings back to back in one buffer; `ends[i]` is where key `i` ends.
-#[derive(Debug, Default)]
-struct FlatKeys {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl FlatKeys {
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
-            let k = &self.bytes[start..end];
-            start = end;
-            k
-        })
-    }
-    fn push(&mut self, key: &[u8]) {
-        self.bytes.extend_from_slice(key);
-        self.ends.push(self.bytes.len());
-    }
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.ends.clear();
-    }
-    fn remove_first(&mut self) {
-        if let Some(&first) = self.ends.first() {
-            self.bytes.drain(..first);
-            self.ends.remove(0);
-            for e in &mut self.ends {
-                *e -= first;
-            }
-        }
-    }
-    fn remove_last(&mut self) {
-        self.ends.pop();
-        self.bytes.truncate(self.ends.last().copied().unwrap_or(0));
-    }
-}
-
-const SMALL_SET: usize = 32;
-
-impl LocalKeys {
-    fn new(first: &[u8]) -> Self {
-        let mut keys = FlatKeys::default();
-        keys.push(first);
-        LocalKeys::Small(keys)
-    }
-    fn clear(&mut self) {
-        match self {
-            LocalKeys::Small(v) => v.clear(),
-            LocalKeys::Large(_) => *self = LocalKeys::Small(FlatKeys::default()),
-        }
-    }
-    /// The set holding only `first` (a recycled cache entry's: keeps a small set's buffers).
-    fn reset_to(&mut self, first: &[u8]) {
-        self.clear();
-        self.insert(first);
-    }
-    fn insert(&mut self, key: &[u8]) {
-        match self {
-            LocalKeys::Small(v) => {
-                if v.iter().any(|k| k == key) {
-                    return;
-                }
-                if v.ends.len() < SMALL_SET {
-                    v.push(key);
-                } else {
-                    let mut set: IndexSet<Key> = v.iter().map(Key::from).collect();
-                    set.insert(key.into());
-                    *self = LocalKeys::Large(set);
-                }
-            }
-            LocalKeys::Large(s) => {
-                if !s.contains(key) {
-                    s.insert(key.into());
-                }
-            }
-        }
-    }
-    fn len(&self) -> usize {
-        match self {
-            LocalKeys::Small(v) => v.ends.len(),
-            LocalKeys::Large(s) => s.len(),
-        }
-    }
-    fn pop(&mut self, which: AggregatePop) {
-        match (self, which) {
-            (LocalKeys::Small(v), AggregatePop::Oldest) => v.remove_first(),
-            (LocalKeys::Small(v), AggregatePop::Newest) => v.remove_last(),
-            (LocalKeys::Large(s), AggregatePop::Oldest) => {
-                s.shift_remove_index(0);
-            }
-            (LocalKeys::Large(s), AggregatePop::Newest) => {
-                s.pop();
-            }
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Observation {
-    // Go keeps `uint(event.Count)`; wrapping behaviour for hand-built negative counts follows.
-    count: u64,
-    first_timestamp: Option<Time>,
-    /// The name, then the resourceVersion: one buffer, so a recycled entry overwritten in
-    /// the `wide` workload touches one cold heap block instead of two.
-    text: String,
-    name_len: usize,
-}
-
-impl Observation {
-    fn new(count: u64, e: &Event) -> Self {
-        let mut o = Observation {
-            count,
-            first_timestamp: None,
-            text: String::new(),
-            name_len: 0,
-        };
-        o.learn(count, e);
-        o
-    }
-
-    /// Overwrites this observation with `e`'s, reusing the buffer.
-    fn learn(&mut self, count: u64, e: &Event) {
-        self.count = count;
-        self.first_timestamp = e.first_timestamp;
-        self.text.clear();
-        self.text.push_str(&e.metadata.name);
-        self.text.push_str(&e.metadata.resource_version);
-        self.name_len = e.metadata.name.len();
-    }
-
-    /// Learns the server's copy of an event after a write was answered: its name,
-    /// resourceVersion and firstTimestamp, but never a count below the one observed. A
-    /// pipeline correlates while its writes are in flight, so occurrences observed after the
-    /// write was sent (spam-filtered ones included, which only the observer counts) are not
-    /// in the answer; taking its count would silently roll them back. Serially (client-go)
-    /// the observed count is the count sent, so this is `learn`.
-    fn learn_stored(&mut self, count: u64, e: &Event) {
-        let observed = self.count;
-        self.learn(count.max(observed), e);
-    }
-
-    /// The name and the resourceVersion.
-    fn name_and_version(&self) -> (&str, &str) {
-        // `name_len` is where the name ends in `text`, so the split cannot fail.
-        self.text
-            .split_at_checked(self.name_len)
-            .unwrap_or_default()
-    }
 }
 
 /// client-go's `EventCorrelator`, deterministic and collision-free.
@@ -768,64 +604,6 @@ impl Correlator {
         }
         patch
     }
-}
-
-/// The observer's patch body (client-go `eventLogger.eventObserve` in
-/// `tools/record/events_cache.go`): the two-way strategic merge diff between the
-/// event with `count = 0`, `lastTimestamp = 1970-01-01T00:00:00Z`, `message = ""` and the event
-/// itself, so it holds exactly the keys among `count`, `lastTimestamp` and `message` whose
-/// JSON differs, sorted, as Go's encoder writes them.
-///
-/// ```
-/// use kevents_core::{Event, Time};
-/// let mut e = Event::default();
-/// e.count = 2;
-/// e.last_timestamp = Some(Time::parse_rfc3339("2021-01-01T00:00:20Z").unwrap());
-/// e.message = "me again".into();
-/// assert_eq!(kevents_core::core_v1::correlator::observation_patch(&e),
-///            br#"{"count":2,"lastTimestamp":"2021-01-01T00:00:20Z","message":"me again"}"#);
-/// e.message.clear();
-/// e.last_timestamp = None;
-/// assert_eq!(kevents_core::core_v1::correlator::observation_patch(&e), br#"{"count":2,"lastTimestamp":null}"#);
-/// ```
-pub fn observation_patch(event: &Event) -> Vec<u8> {
-    use serde::Serializer as _;
-    let mut out = Vec::with_capacity(96 + event.message.len());
-    out.push(b'{');
-    let mut first = true;
-    let mut sep = |out: &mut Vec<u8>| {
-        if !std::mem::take(&mut first) {
-            out.push(b',');
-        }
-    };
-    if event.count != 0 {
-        sep(&mut out);
-        out.extend_from_slice(b"\"count\":");
-        out.extend_from_slice(event.count.to_string().as_bytes());
-    }
-    match event.last_timestamp {
-        // Whole seconds on the wire: anything within the epoch's second equals the old value.
-        Some(t) if t.unix_secs() == 0 => {}
-        Some(t) => {
-            sep(&mut out);
-            out.extend_from_slice(b"\"lastTimestamp\":\"");
-            out.extend_from_slice(t.to_rfc3339().as_bytes());
-            out.push(b'"');
-        }
-        None => {
-            sep(&mut out);
-            out.extend_from_slice(b"\"lastTimestamp\":null");
-        }
-    }
-    if !event.message.is_empty() {
-        sep(&mut out);
-        out.extend_from_slice(b"\"message\":");
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
-        // Writing a str into a Vec cannot fail.
-        let _ = ser.serialize_str(&event.message);
-    }
-    out.push(b'}');
-    out
 }
 
 #[cfg(test)]
