@@ -158,7 +158,8 @@ impl<T: Transport> LeaderElector<T> {
     /// Runs the election as a tokio task (client-go's `Run` with `ReleaseOnCancel`), which
     /// must be called within a tokio runtime: try every retry period (jittered by up to
     /// [`JITTER_FACTOR`]) until this candidate holds the Lease; then renew it every retry
-    /// period; a renewal that has not succeeded within the renew deadline ends leadership
+    /// period; a renewal that has not succeeded within the renew deadline, or that finds
+    /// another holder in the Lease, ends leadership
     /// ([`LeaderHandle::changes`] turns `false` at that moment, requests in flight are
     /// dropped) and the task becomes a candidate again. [`LeaderHandle::release`] ends it and
     /// gives the Lease up; dropping the handle ends it without (the Lease then expires after
@@ -192,8 +193,12 @@ impl<T: Transport> LeaderElector<T> {
         loop {
             // Acquire (client-go's `acquire`: `JitterUntil` the retry period, factor 1.2).
             loop {
+                // Each try bounded by the renew deadline too (a transport's own deadline
+                // may be longer).
                 let attempt = tokio::select! {
-                    r = self.try_acquire_or_renew() => r,
+                    r = timeout(renew_deadline, self.try_acquire_or_renew()) => {
+                        r.unwrap_or(Err(LeaseError::Deadline(renew_deadline)))
+                    }
                     _ = stopped(&mut stop) => return Ok(()),
                 };
                 match attempt {
@@ -243,7 +248,13 @@ impl<T: Transport> LeaderElector<T> {
                         }
                         Ok(Err(e)) => {
                             tracing::debug!(error = %e, "lease not renewed");
+                            let taken = matches!(e, LeaseError::HeldByOther { .. });
                             note(Some(e));
+                            if taken {
+                                // Another candidate holds it now: leadership ends at once
+                                // (client-go's `IsLeader` turns false here too).
+                                break 'renew;
+                            }
                         }
                         Err(_) => note(Some(LeaseError::Deadline(renew_deadline))),
                     }
@@ -414,5 +425,183 @@ impl Drop for LeaderHandle {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The loop over an in-memory Lease store (a [`Transport`] of its own): leadership ends at
+    //! the renew deadline when the server stops answering, whatever its requests do.
+
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    use kevents_core::SinkError;
+    use kevents_core::request::{Limits, Request, TransportFuture};
+
+    use super::*;
+
+    const UP: u8 = 0;
+    const FAILING: u8 = 1;
+    const HANGING: u8 = 2;
+
+    #[derive(Clone, Default, Debug)]
+    struct Store {
+        lease: Arc<Mutex<Option<(Value, u64)>>>,
+        mode: Arc<AtomicU8>,
+    }
+
+    impl Store {
+        fn answer(&self, request: &Request) -> Response {
+            let ok = |code: u16, v: &Value| Response {
+                code,
+                body: serde_json::to_vec(v).unwrap_or_default(),
+                ..Default::default()
+            };
+            let Ok(mut slot) = self.lease.lock() else {
+                return Response {
+                    code: 500,
+                    ..Default::default()
+                };
+            };
+            let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            let with_rv = |mut v: Value, rv: u64| {
+                v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+                v
+            };
+            match (request.method, slot.as_ref()) {
+                (Method::Get, None) => Response {
+                    code: 404,
+                    ..Default::default()
+                },
+                (Method::Get, Some((v, _))) => ok(200, v),
+                (Method::Post, None) => {
+                    let v = with_rv(body, 1);
+                    *slot = Some((v.clone(), 1));
+                    ok(201, &v)
+                }
+                (Method::Put, Some((_, rv)))
+                    if body["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|s| s.parse().ok())
+                        == Some(*rv) =>
+                {
+                    let v = with_rv(body, rv + 1);
+                    *slot = Some((v.clone(), rv + 1));
+                    ok(200, &v)
+                }
+                _ => Response {
+                    code: 409,
+                    ..Default::default()
+                },
+            }
+        }
+    }
+
+    impl Transport for Store {
+        fn send(&self, request: Request) -> TransportFuture<'_> {
+            Box::pin(async move {
+                match self.mode.load(Ordering::SeqCst) {
+                    UP => Ok(self.answer(&request)),
+                    FAILING => Err(SinkError::Transport("connection refused".into())),
+                    _ => std::future::pending().await,
+                }
+            })
+        }
+
+        fn limits(&self) -> Limits {
+            // A request deadline longer than the renew deadline: only the loop's deadline
+            // can end a hanging renewal in time.
+            Limits {
+                request_timeout: Duration::from_secs(60),
+                ..Limits::default()
+            }
+        }
+    }
+
+    fn elector(store: &Store, identity: &str) -> LeaderElector<Store> {
+        let config = LeaseConfig::new("default", "l", identity).with_durations(
+            Duration::from_secs(3),
+            Duration::from_secs(2),
+            Duration::from_millis(500),
+        );
+        LeaderElector::new(Client::new(store.clone()), config).expect("valid")
+    }
+
+    async fn leadership_ends_at_the_renew_deadline(mode: u8) {
+        let store = Store::default();
+        let handle = elector(&store, "a").spawn();
+        let mut changes = handle.changes();
+        timeout(Duration::from_secs(5), changes.wait_for(|l| *l))
+            .await
+            .expect("leads")
+            .expect("task alive");
+        store.mode.store(mode, Ordering::SeqCst);
+        let cut = Instant::now();
+        timeout(Duration::from_secs(5), changes.wait_for(|l| !*l))
+            .await
+            .expect("leadership ends")
+            .expect("task alive");
+        let took = cut.elapsed();
+        // At most one retry period (the next renewal) plus the renew deadline, and a margin.
+        assert!(took <= Duration::from_millis(2500 + 400), "{took:?}");
+        assert!(took >= Duration::from_secs(2), "{took:?}");
+        assert!(!handle.is_leader());
+        // The server answers again: leading again.
+        store.mode.store(UP, Ordering::SeqCst);
+        timeout(Duration::from_secs(5), changes.wait_for(|l| *l))
+            .await
+            .expect("leads again")
+            .expect("task alive");
+        handle.release().await.expect("released");
+        let record = store
+            .lease
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(|(v, _)| LeaseRecord::from_lease(v)));
+        let record = record.expect("stored").expect("a record");
+        assert_eq!(record.holder_identity, "");
+        assert_eq!(record.lease_duration_seconds, 1);
+    }
+
+    #[tokio::test]
+    async fn a_failing_server_ends_leadership_at_the_renew_deadline() {
+        leadership_ends_at_the_renew_deadline(FAILING).await;
+    }
+
+    #[tokio::test]
+    async fn a_hanging_server_ends_leadership_at_the_renew_deadline() {
+        leadership_ends_at_the_renew_deadline(HANGING).await;
+    }
+
+    #[tokio::test]
+    async fn a_new_holder_seen_ends_leadership_at_once() {
+        let store = Store::default();
+        let handle = elector(&store, "a").spawn();
+        let mut changes = handle.changes();
+        timeout(Duration::from_secs(5), changes.wait_for(|l| *l))
+            .await
+            .expect("leads")
+            .expect("task alive");
+        // Another candidate writes the Lease (as one would after a partition).
+        if let Ok(mut slot) = store.lease.lock()
+            && let Some((v, _)) = slot.as_mut()
+        {
+            v["spec"]["holderIdentity"] = Value::String("b".into());
+        }
+        let cut = Instant::now();
+        timeout(Duration::from_secs(5), changes.wait_for(|l| !*l))
+            .await
+            .expect("leadership ends")
+            .expect("task alive");
+        assert!(
+            cut.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            cut.elapsed()
+        );
+        assert_eq!(
+            handle.last_error(),
+            Some(LeaseError::HeldByOther { holder: "b".into() })
+        );
+        handle.release().await.expect("nothing to release");
     }
 }
