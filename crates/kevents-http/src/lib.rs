@@ -12,7 +12,8 @@
 //! plugin caching), `token_file.rs` (token files, read on a worker thread of their own),
 //! `off_thread.rs` (file reads bounded in time, [`read_credential_file`]), `exec.rs` (exec
 //! credential plugin configuration, [`ExecError`]) and `exec_plugin.rs` (running a plugin,
-//! [`ExecCredential`]).
+//! [`ExecCredential`]) and `lease/` ([`lease`]: leader election on a coordination.k8s.io/v1
+//! Lease, client-go's `tools/leaderelection`).
 //!
 //! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
 //! feature `config` only) or the in-cluster service account, or is built by hand
@@ -50,6 +51,7 @@ pub mod config;
 mod exec;
 mod exec_plugin;
 mod kubeconfig;
+pub mod lease;
 mod off_thread;
 mod tls;
 mod token_file;

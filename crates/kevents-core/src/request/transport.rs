@@ -67,6 +67,9 @@ pub enum Method {
     Get,
     /// `POST`.
     Post,
+    /// `PUT` (a whole object replaced, its `metadata.resourceVersion` checked: the
+    /// optimistic concurrency of a Lease update).
+    Put,
     /// `PATCH`.
     Patch,
     /// `DELETE`.
@@ -74,7 +77,7 @@ pub enum Method {
 }
 
 impl Method {
-    /// The method's name: `GET`, `POST`, `PATCH`, `DELETE`.
+    /// The method's name: `GET`, `POST`, `PUT`, `PATCH`, `DELETE`.
     ///
     /// ```
     /// assert_eq!(kevents_core::request::Method::Patch.as_str(), "PATCH");
@@ -83,6 +86,7 @@ impl Method {
         match self {
             Method::Get => "GET",
             Method::Post => "POST",
+            Method::Put => "PUT",
             Method::Patch => "PATCH",
             Method::Delete => "DELETE",
         }
