@@ -53,6 +53,7 @@ mod kubeconfig;
 mod off_thread;
 mod tls;
 mod token_file;
+mod watch;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
@@ -74,3 +75,4 @@ pub use kevents_core::request::ListError;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use off_thread::{CREDENTIAL_FILE_TIMEOUT, read_credential_file};
 pub use secrecy;
+pub use watch::WatchLines;
