@@ -105,19 +105,29 @@ impl JetStream {
             })
             .await
             .map_err(nats)?;
-        let kv = match context.get_key_value(config.bucket.clone()).await {
-            Ok(kv) => kv,
-            Err(_) => context
-                .create_key_value(kv::Config {
-                    bucket: config.bucket.clone(),
-                    history: 1,
-                    max_age: config.resume_ttl,
-                    storage: stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await
-                .map_err(resume)?,
-        };
+        // The bucket's stream as `create_key_value` makes it, created here: that call first
+        // asks for the account's info, which nats-server 2.9 (Debian 12) answers in a shape
+        // async-nats no longer decodes.
+        context
+            .get_or_create_stream(stream::Config {
+                name: format!("KV_{}", config.bucket),
+                subjects: vec![format!("$KV.{}.>", config.bucket)],
+                max_messages_per_subject: 1,
+                max_age: config.resume_ttl,
+                storage: stream::StorageType::File,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                discard: stream::DiscardPolicy::New,
+                num_replicas: 1,
+                ..Default::default()
+            })
+            .await
+            .map_err(resume)?;
+        let kv = context
+            .get_key_value(config.bucket.clone())
+            .await
+            .map_err(resume)?;
         Ok(JetStream { context, kv, config })
     }
 

@@ -86,34 +86,60 @@ pub trait ResumeStore {
 /// A [`ResumeStore`] in memory: a restarted process starts from nothing (every live event's
 /// first record then carries its whole count again). For tests and for sinks whose
 /// destination deduplicates by key forever.
+/// Clones share one resume point (keep a clone to look at it, or to run again from it).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryResume {
-    point: ResumePoint,
+    point: std::sync::Arc<std::sync::Mutex<ResumePoint>>,
+}
+
+impl MemoryResume {
+    /// A store that starts from `point`.
+    ///
+    /// ```
+    /// let store = kevents_export::MemoryResume::from_point(Default::default());
+    /// assert!(store.point().counts.is_empty());
+    /// ```
+    pub fn from_point(point: ResumePoint) -> Self {
+        MemoryResume {
+            point: std::sync::Arc::new(std::sync::Mutex::new(point)),
+        }
+    }
+
+    /// A copy of the resume point now.
+    pub fn point(&self) -> ResumePoint {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ResumePoint> {
+        self.point.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl ResumeStore for MemoryResume {
     async fn load(&mut self) -> Result<ResumePoint, ExportError> {
-        Ok(self.point.clone())
+        Ok(self.point())
     }
     async fn begin(&mut self, record: &ExportRecord, _previous: u64) -> Result<(), ExportError> {
-        self.point.pending.retain(|p| p.uid != record.uid);
-        self.point.pending.push(record.clone());
+        let mut point = self.lock();
+        point.pending.retain(|p| p.uid != record.uid);
+        point.pending.push(record.clone());
         Ok(())
     }
     async fn commit(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        self.point.pending.retain(|p| p.uid != record.uid);
-        self.point.counts.insert(
+        let mut point = self.lock();
+        point.pending.retain(|p| p.uid != record.uid);
+        point.counts.insert(
             record.uid.clone(),
             (record.count, record.namespace.clone()),
         );
         Ok(())
     }
     async fn forget(&mut self, uid: &str) -> Result<(), ExportError> {
-        self.point.counts.remove(uid);
+        self.lock().counts.remove(uid);
         Ok(())
     }
     async fn save_resource_version(&mut self, scope: &str, rv: &str) -> Result<(), ExportError> {
-        self.point
+        self.lock()
             .resource_versions
             .insert(scope.to_owned(), rv.to_owned());
         Ok(())

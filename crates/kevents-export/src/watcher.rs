@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use kevents_core::SinkError;
+use kevents_core::request::Method;
 use kevents_http::HttpSink;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -83,7 +84,18 @@ async fn list(
             url.push_str("&continue=");
             url.push_str(&kevents_core::request::encode_segment(&cont));
         }
-        let body = client.get(&url, cfg.max_page_bytes).await?;
+        let answer = client
+            .send(Method::Get, url, None, Vec::new(), cfg.max_page_bytes)
+            .await?;
+        if !answer.answer().is_success() {
+            return Err(ExportError::Apiserver(answer.answer().status_error()));
+        }
+        if answer.oversized {
+            return Err(ExportError::Apiserver(kevents_core::request::answer_too_large(
+                cfg.max_page_bytes,
+            )));
+        }
+        let body = answer.body;
         let mut page: Value = serde_json::from_slice(&body).map_err(decode)?;
         let rv = page["metadata"]["resourceVersion"]
             .as_str()
