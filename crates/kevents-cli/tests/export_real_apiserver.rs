@@ -279,7 +279,9 @@ kevents_testkit::real_apiserver_tests! {
 
     #[test]
     fn a_resume_point_older_than_the_history_relists_without_loss_or_duplicate() {
-        let server = kevents_testkit::RealApiserver::start()
+        // Events are not in the watch cache: a watch reads etcd, which answers 410 Gone for a
+        // resourceVersion compacted away; the apiserver compacts every 2 s here.
+        let server = kevents_testkit::RealApiserver::start_with_args(&["--etcd-compaction-interval=2s"])
             .expect("starting kube-apiserver")
             .expect("kube-apiserver is provisioned");
         let nats = Nats::start();
@@ -309,11 +311,14 @@ kevents_testkit::real_apiserver_tests! {
             }));
             let dummy_log = tempfile::NamedTempFile::new().expect("temp file");
             converge(&sink, &nats.url, dummy_log.path()).await;
+            // The resume point now says resourceVersion 1 for every scope: compacted away
+            // (two compaction intervals and more writes later), so the watch answers 410 Gone.
+            writer.raise_all(7).await;
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            converge(&sink, &nats.url, dummy_log.path()).await;
             let _ = stop.send(());
             let stats = first.await.expect("joined").expect("first run");
             assert_eq!(stats.relists, 0);
-            // The resume point now says resourceVersion 1 for every scope: older than the
-            // apiserver's history, so the watch answers 410 Gone.
             let mut point = store.point();
             for rv in point.resource_versions.values_mut() {
                 *rv = "1".into();
