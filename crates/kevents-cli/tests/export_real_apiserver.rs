@@ -44,7 +44,10 @@ impl Nats {
             .expect("nats-server is installed (apt-get install nats-server; .ci/run does it)");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not listen within 10 s");
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen within 10 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Nats {
@@ -64,7 +67,11 @@ impl Drop for Nats {
 
 fn now(micros: bool) -> String {
     let t = SystemClock.now();
-    if micros { t.to_rfc3339_micros() } else { t.to_rfc3339() }
+    if micros {
+        t.to_rfc3339_micros()
+    } else {
+        t.to_rfc3339()
+    }
 }
 
 /// The external writer: plain requests with JSON bodies, as any other program writes events.
@@ -79,7 +86,13 @@ impl Writer {
         let answer = self
             .sink
             .requests()
-            .send(method, path.clone(), Some(ct), body.to_string().into_bytes(), 1 << 20)
+            .send(
+                method,
+                path.clone(),
+                Some(ct),
+                body.to_string().into_bytes(),
+                1 << 20,
+            )
             .await
             .expect("the apiserver answers");
         assert!(
@@ -100,14 +113,26 @@ impl Writer {
                 "involvedObject": regarding, "reason": "ExternalCore", "message": "from curl",
                 "type": "Warning", "count": 1, "firstTimestamp": now(false),
                 "lastTimestamp": now(false), "source": {"component": "external-writer"}});
-            self.request(Method::Post, format!("/api/v1/namespaces/{ns}/events"), APPLICATION_JSON, body).await;
+            self.request(
+                Method::Post,
+                format!("/api/v1/namespaces/{ns}/events"),
+                APPLICATION_JSON,
+                body,
+            )
+            .await;
         } else {
             let body = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
                 "metadata": {"name": name, "namespace": ns}, "eventTime": now(true),
                 "regarding": regarding, "reason": "ExternalV1", "note": "from curl",
                 "type": "Normal", "action": "Probe", "reportingController": "example.com/writer",
                 "reportingInstance": "writer-1"});
-            self.request(Method::Post, format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"), APPLICATION_JSON, body).await;
+            self.request(
+                Method::Post,
+                format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+                APPLICATION_JSON,
+                body,
+            )
+            .await;
         }
         self.counts.insert((ns.to_owned(), name, core), 1);
     }
@@ -120,10 +145,22 @@ impl Writer {
             let count = self.counts[&(ns.clone(), name.clone(), core)] + add;
             if core {
                 let body = json!({"count": count, "lastTimestamp": now(false)});
-                self.request(Method::Patch, format!("/api/v1/namespaces/{ns}/events/{name}"), STRATEGIC_MERGE_PATCH, body).await;
+                self.request(
+                    Method::Patch,
+                    format!("/api/v1/namespaces/{ns}/events/{name}"),
+                    STRATEGIC_MERGE_PATCH,
+                    body,
+                )
+                .await;
             } else {
                 let body = json!({"series": {"count": count, "lastObservedTime": now(true)}});
-                self.request(Method::Patch, format!("/apis/events.k8s.io/v1/namespaces/{ns}/events/{name}"), STRATEGIC_MERGE_PATCH, body).await;
+                self.request(
+                    Method::Patch,
+                    format!("/apis/events.k8s.io/v1/namespaces/{ns}/events/{name}"),
+                    STRATEGIC_MERGE_PATCH,
+                    body,
+                )
+                .await;
             }
             self.counts.insert((ns, name, core), count);
         }
@@ -150,7 +187,10 @@ async fn stored(sink: &HttpSink) -> HashMap<String, (u64, String)> {
 }
 
 /// Checks the stream against the stored events; `Err` says what differs.
-fn check(records: &[(String, ExportRecord)], stored: &HashMap<String, (u64, String)>) -> Result<(), String> {
+fn check(
+    records: &[(String, ExportRecord)],
+    stored: &HashMap<String, (u64, String)>,
+) -> Result<(), String> {
     let mut seen = HashSet::new();
     let mut sums: HashMap<&str, u64> = HashMap::new();
     for (subject, r) in records {
@@ -165,7 +205,9 @@ fn check(records: &[(String, ExportRecord)], stored: &HashMap<String, (u64, Stri
     for (uid, (count, name)) in stored {
         let sum = sums.get(uid.as_str()).copied().unwrap_or(0);
         if sum != *count {
-            return Err(format!("{name} ({uid}): deltas sum to {sum}, count is {count}"));
+            return Err(format!(
+                "{name} ({uid}): deltas sum to {sum}, count is {count}"
+            ));
         }
     }
     Ok(())
@@ -190,8 +232,12 @@ fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path) -> Child {
 }
 
 async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
-    let client = kevents_export::async_nats::connect(nats).await.expect("NATS");
-    let js = JetStream::open(client, JetStreamConfig::new("export")).await.expect("stream");
+    let client = kevents_export::async_nats::connect(nats)
+        .await
+        .expect("NATS");
+    let js = JetStream::open(client, JetStreamConfig::new("export"))
+        .await
+        .expect("stream");
     kevents_export::jetstream::read_all(js.context(), "export")
         .await
         .expect("reading the stream")

@@ -59,7 +59,9 @@ impl<S, R> ExportActor<S, R> {
     }
 }
 
-impl<S: RecordSink + Unpin + 'static, R: ResumeStore + Unpin + 'static> Actor for ExportActor<S, R> {
+impl<S: RecordSink + Unpin + 'static, R: ResumeStore + Unpin + 'static> Actor
+    for ExportActor<S, R>
+{
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {

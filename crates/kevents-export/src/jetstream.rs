@@ -93,7 +93,10 @@ fn rv_key(scope: &str) -> String {
 
 impl JetStream {
     /// Opens (creating if missing) the stream and the bucket over a connected client.
-    pub async fn open(client: async_nats::Client, config: JetStreamConfig) -> Result<Self, ExportError> {
+    pub async fn open(
+        client: async_nats::Client,
+        config: JetStreamConfig,
+    ) -> Result<Self, ExportError> {
         let context = jetstream::new(client);
         context
             .get_or_create_stream(stream::Config {
@@ -128,7 +131,11 @@ impl JetStream {
             .get_key_value(config.bucket.clone())
             .await
             .map_err(resume)?;
-        Ok(JetStream { context, kv, config })
+        Ok(JetStream {
+            context,
+            kv,
+            config,
+        })
     }
 
     /// The JetStream context (to read the stream back, e.g. in tests).
@@ -151,7 +158,11 @@ impl RecordSink for JetStream {
         let subject = format!(
             "{}.{}",
             self.config.subject_prefix,
-            if record.namespace.is_empty() { "_" } else { &record.namespace }
+            if record.namespace.is_empty() {
+                "_"
+            } else {
+                &record.namespace
+            }
         );
         self.context
             .publish_with_headers(subject, headers, Bytes::from(payload))

@@ -189,9 +189,12 @@ impl ExportRecord {
             _ => u(object, &[count_key]).max(1),
         };
         let event_time = s(object, &["eventTime"]);
-        let first_time = first_nonempty([s(object, &[first_key]), event_time.clone(), String::new()]);
+        let first_time =
+            first_nonempty([s(object, &[first_key]), event_time.clone(), String::new()]);
         let last_time = first_nonempty([
-            series.map(|v| s(v, &["lastObservedTime"])).unwrap_or_default(),
+            series
+                .map(|v| s(v, &["lastObservedTime"]))
+                .unwrap_or_default(),
             s(object, &[last_key]),
             event_time,
         ]);

@@ -136,8 +136,10 @@ impl State {
 /// let apiserver = kevents_http::HttpSink::infer().await?;
 /// let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
 /// let js = JetStream::open(nats, JetStreamConfig::new("export")).await?;
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// # drop(stop);
 /// let stats = run(apiserver, ExportConfig::default(), js.clone(), js, async {
-///     let _ = tokio::signal::ctrl_c().await;
+///     let _ = stopped.await;
 /// })
 /// .await?;
 /// println!("{} records", stats.records);
@@ -159,14 +161,22 @@ pub async fn run<S: RecordSink, R: ResumeStore>(
     };
     for (uid, (count, ns)) in point.counts {
         let ns = state.intern(&ns);
-        state.known.insert(uid.into_boxed_str(), Known { count, ns });
+        state
+            .known
+            .insert(uid.into_boxed_str(), Known { count, ns });
     }
     // Records begun before a crash: delivered again with the same key (stored once).
     for record in point.pending {
         sink.deliver(&record).await?;
         store.commit(&record).await?;
         let ns = state.intern(&record.namespace);
-        state.known.insert(record.uid.clone().into_boxed_str(), Known { count: record.count, ns });
+        state.known.insert(
+            record.uid.clone().into_boxed_str(),
+            Known {
+                count: record.count,
+                ns,
+            },
+        );
         stats.redelivered += 1;
     }
     let namespaces = if config.namespaces.is_empty() {
@@ -189,7 +199,13 @@ pub async fn run<S: RecordSink, R: ResumeStore>(
             max_page_bytes: config.max_page_bytes,
         };
         let start_rv = point.resource_versions.get(&key).cloned();
-        tasks.push(tokio::spawn(run_scope(apiserver.clone(), cfg, i, start_rv, tx.clone())));
+        tasks.push(tokio::spawn(run_scope(
+            apiserver.clone(),
+            cfg,
+            i,
+            start_rv,
+            tx.clone(),
+        )));
         scopes.push((key, ns.clone()));
     }
     drop(tx);
@@ -378,7 +394,13 @@ async fn export<S: RecordSink, R: ResumeStore>(
     store.commit(&record).await?;
     let ns = state.intern(&record.namespace);
     let lag = record.lag_secs(kevents_core::Clock::now(&kevents_core::SystemClock));
-    state.known.insert(record.uid.clone().into_boxed_str(), Known { count: record.count, ns });
+    state.known.insert(
+        record.uid.clone().into_boxed_str(),
+        Known {
+            count: record.count,
+            ns,
+        },
+    );
     stats.records += 1;
     stats.occurrences += record.delta;
     metrics::counter!("kevents_export_records_total").increment(1);

@@ -27,8 +27,7 @@ use crate::{ExportError, ExportRecord};
 /// ```
 pub trait RecordSink {
     /// Stores `record`, returning once it is durable.
-    fn deliver(&mut self, record: &ExportRecord)
-    -> impl Future<Output = Result<(), ExportError>>;
+    fn deliver(&mut self, record: &ExportRecord) -> impl Future<Output = Result<(), ExportError>>;
 }
 
 /// What a [`ResumeStore`] holds: per uid the last exported count and its namespace, the
@@ -128,10 +127,9 @@ impl ResumeStore for MemoryResume {
     async fn commit(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
         let mut point = self.lock();
         point.pending.retain(|p| p.uid != record.uid);
-        point.counts.insert(
-            record.uid.clone(),
-            (record.count, record.namespace.clone()),
-        );
+        point
+            .counts
+            .insert(record.uid.clone(), (record.count, record.namespace.clone()));
         Ok(())
     }
     async fn forget(&mut self, uid: &str) -> Result<(), ExportError> {

@@ -37,7 +37,11 @@ pub(crate) enum Item {
         rv: Option<String>,
     },
     /// An event was deleted.
-    Deleted { scope: usize, uid: String, rv: String },
+    Deleted {
+        scope: usize,
+        uid: String,
+        rv: String,
+    },
     /// A list ended at `rv`.
     ListEnd { scope: usize, rv: String },
     /// A bookmark.
@@ -91,9 +95,9 @@ async fn list(
             return Err(ExportError::Apiserver(answer.answer().status_error()));
         }
         if answer.oversized {
-            return Err(ExportError::Apiserver(kevents_core::request::answer_too_large(
-                cfg.max_page_bytes,
-            )));
+            return Err(ExportError::Apiserver(
+                kevents_core::request::answer_too_large(cfg.max_page_bytes),
+            ));
         }
         let body = answer.body;
         let mut page: Value = serde_json::from_slice(&body).map_err(decode)?;
@@ -107,7 +111,11 @@ async fn list(
             .to_owned();
         if let Some(Value::Array(items)) = page.get_mut("items").map(Value::take) {
             for object in items {
-                let item = Item::Upsert { scope, object, rv: None };
+                let item = Item::Upsert {
+                    scope,
+                    object,
+                    rv: None,
+                };
                 if tx.send(item).await.is_err() {
                     return Ok(None);
                 }
@@ -117,13 +125,22 @@ async fn list(
             if rv.is_empty() {
                 return Err(ExportError::Decode("a list without resourceVersion".into()));
             }
-            if tx.send(Item::ListEnd { scope, rv: rv.clone() }).await.is_err() {
+            if tx
+                .send(Item::ListEnd {
+                    scope,
+                    rv: rv.clone(),
+                })
+                .await
+                .is_err()
+            {
                 return Ok(None);
             }
             return Ok(Some(rv));
         }
         if next == cont {
-            return Err(ExportError::Decode("the list repeats its continue token".into()));
+            return Err(ExportError::Decode(
+                "the list repeats its continue token".into(),
+            ));
         }
         cont = next;
     }
@@ -154,7 +171,11 @@ async fn watch_once(
         kevents_core::request::encode_segment(rv)
     );
     let mut lines = sink
-        .watch_lines(&url, cfg.watch_timeout + cfg.idle_timeout, cfg.max_line_bytes)
+        .watch_lines(
+            &url,
+            cfg.watch_timeout + cfg.idle_timeout,
+            cfg.max_line_bytes,
+        )
         .await?;
     match lines.status() {
         200 => {}
@@ -197,7 +218,10 @@ async fn watch_once(
             },
             "DELETED" => Item::Deleted {
                 scope,
-                uid: object["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
+                uid: object["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 rv: object_rv.clone(),
             },
             "BOOKMARK" => Item::Bookmark {
