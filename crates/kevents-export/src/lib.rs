@@ -8,7 +8,7 @@
 //! Source layout: `record.rs` ([`ExportRecord`], [`Api`]), `store.rs` (the sink and store
 //! traits, [`MemoryResume`]), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
 //! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas),
-//! `actor.rs` ([`ExportActor`]), `error.rs`.
+//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `error.rs`.
 //!
 //! ```
 //! let r = kevents_export::ExportRecord { uid: "u".into(), count: 5, delta: 2, ..Default::default() };
@@ -22,6 +22,7 @@ mod record;
 mod run;
 mod store;
 mod watcher;
+mod webhook;
 
 pub use actor::{ExportActor, StopExport};
 pub use async_nats;
@@ -30,3 +31,4 @@ pub use jetstream::{JetStream, JetStreamConfig};
 pub use record::{Api, ExportRecord, Regarding};
 pub use run::{ExportConfig, ExportStats, run, scope_key};
 pub use store::{MemoryResume, RecordSink, ResumePoint, ResumeStore};
+pub use webhook::{IDEMPOTENCY_KEY, Webhook};
