@@ -213,7 +213,18 @@ fn check(
     Ok(())
 }
 
-fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path) -> Child {
+/// `GET /metrics` of the exporter's Prometheus listener.
+fn metrics(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("request");
+    let mut text = String::new();
+    conn.read_to_string(&mut text).expect("answer");
+    text
+}
+
+fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path, metrics_port: Option<u16>) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -225,6 +236,7 @@ fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path) -> Child {
         .arg(kubeconfig)
         .args(["--namespace", NAMESPACES[0], "--namespace", NAMESPACES[1]])
         .args(["--nats", nats, "--stream", "export", "--progress", "1"])
+        .args(metrics_port.map(|p| format!("--metrics-addr=127.0.0.1:{p}")))
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -276,7 +288,7 @@ kevents_testkit::real_apiserver_tests! {
             )
             .expect("sink");
             let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
-            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log);
+            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log, None);
             for ns in NAMESPACES {
                 for i in 0..8 {
                     writer.create(ns, i, true).await;
@@ -298,7 +310,11 @@ kevents_testkit::real_apiserver_tests! {
                 writer.create(ns, 100, true).await;
                 writer.create(ns, 100, false).await;
             }
-            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log);
+            let metrics_port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log, Some(metrics_port));
             writer.raise_all(4).await;
             writer.raise_all(5).await;
             let records = converge(&sink, &nats.url, &log).await;
@@ -310,6 +326,14 @@ kevents_testkit::real_apiserver_tests! {
             assert_eq!(v1.1.action, "Probe");
             // Raised counts gave records with a delta below their count.
             assert!(records.iter().any(|(_, r)| r.delta < r.count && r.delta > 0));
+            // The restarted process's counts, served to Prometheus.
+            let text = metrics(metrics_port);
+            for name in ["kevents_export_records_total", "kevents_export_occurrences_total", "kevents_export_lag_seconds"] {
+                assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
+            }
+            // The progress line, for people.
+            let progress = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(progress.contains("export: ") && progress.contains("occurrences="), "{progress}");
             // SIGTERM: a clean end.
             nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(export.id() as i32),

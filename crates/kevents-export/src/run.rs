@@ -216,27 +216,36 @@ pub async fn run<S: RecordSink, R: ResumeStore>(
     let mut last_progress = Instant::now();
     let started = Instant::now();
     let mut shutdown = std::pin::pin!(shutdown);
+    // Saves and progress lines also while no item comes.
+    let mut tick = tokio::time::interval(config.save_interval.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
         let item = tokio::select! {
             biased;
             () = &mut shutdown => break Ok(()),
-            item = rx.recv() => item,
+            _ = tick.tick() => None,
+            item = rx.recv() => match item {
+                Some(item) => Some(item),
+                None => break Ok(()),
+            },
         };
-        let Some(item) = item else {
-            break Ok(());
+        let step = match item {
+            None => Ok(()),
+            Some(item) => {
+                handle(
+                    item,
+                    &config,
+                    &mut state,
+                    &mut sink,
+                    &mut store,
+                    &mut stats,
+                    &mut listing,
+                    &mut unsaved,
+                    &scopes,
+                )
+                .await
+            }
         };
-        let step = handle(
-            item,
-            &config,
-            &mut state,
-            &mut sink,
-            &mut store,
-            &mut stats,
-            &mut listing,
-            &mut unsaved,
-            &scopes,
-        )
-        .await;
         if let Err(e) = step {
             break Err(e);
         }
