@@ -26,7 +26,8 @@ use serde_json::json;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-struct Nats(Child, String, tempfile::TempDir);
+/// The server, its URL and its store directory (removed when dropped, after the server).
+struct Nats(Child, String, #[allow(dead_code)] tempfile::TempDir);
 
 impl Drop for Nats {
     fn drop(&mut self) {
