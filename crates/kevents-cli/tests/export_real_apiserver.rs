@@ -331,9 +331,16 @@ kevents_testkit::real_apiserver_tests! {
             for name in ["kevents_export_records_total", "kevents_export_occurrences_total", "kevents_export_lag_seconds"] {
                 assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
             }
-            // The progress line, for people.
-            let progress = std::fs::read_to_string(&log).unwrap_or_default();
-            assert!(progress.contains("export: ") && progress.contains("occurrences="), "{progress}");
+            // The progress line (every second, `--progress 1`), for people.
+            let shown = Instant::now() + Duration::from_secs(10);
+            loop {
+                let progress = std::fs::read_to_string(&log).unwrap_or_default();
+                if progress.contains("occurrences=") {
+                    break;
+                }
+                assert!(Instant::now() < shown, "no progress line in 10 s: {progress}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             // SIGTERM: a clean end.
             nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(export.id() as i32),
