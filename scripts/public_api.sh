@@ -36,6 +36,7 @@ crates=(
     "kevents-http|"
     "kevents-kube|"
     "kevents-sim|"
+    "kevents-export|"
     "kevents|--all-features"
 )
 out=$(mktemp -d)

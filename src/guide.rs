@@ -37,6 +37,8 @@ pub mod preflight {}
 pub mod metrics {}
 #[doc = include_str!("../docs/demo.md")]
 pub mod demo {}
+#[doc = include_str!("../docs/export.md")]
+pub mod export {}
 #[doc = include_str!("../docs/replay-format.md")]
 pub mod replay_format {}
 #[doc = include_str!("../docs/benchmarks.md")]

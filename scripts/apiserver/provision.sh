@@ -350,6 +350,9 @@ ensure_tools "etcd openssl curl flock" etcd-server openssl curl ca-certificates 
 ensure_tools "kubectl" kubernetes-client
 # .ci/run's checks (filecycles.py, docscheck.py) and the bench scripts are Python 3.
 ensure_tools "python3" python3
+# The export tests (crates/kevents-cli/tests/export_real_apiserver.rs) start a `nats-server -js`
+# of their own: Debian's package (its service is not started: see install_pkgs).
+ensure_tools "nats-server" nats-server
 
 case "${KEVENTS_K8S_VERSION:-}" in
     ""|1.20|1.20.2|v1.20.2) ;;

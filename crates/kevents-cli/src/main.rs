@@ -12,6 +12,7 @@ mod counting_sink;
 mod demo;
 mod doctor;
 mod doctor_rbac;
+mod export_cmd;
 mod replay_cmd;
 mod sanitize;
 mod verify;
@@ -55,6 +56,9 @@ enum Command {
     /// written? (event API served, create/patch on events per namespace, reporting names;
     /// exit code 4 when events would be lost)
     Doctor(doctor::DoctorArgs),
+    /// Watch the cluster's events and export every occurrence exactly once into NATS
+    /// JetStream (resumable after a restart; SIGTERM ends it cleanly).
+    Export(export_cmd::ExportArgs),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
     /// Run a benchmark workload and print one JSON object per run.
@@ -141,6 +145,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Export(args) => export_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),

@@ -363,6 +363,42 @@ impl HttpSink {
         String::from_utf8(body).map_err(|e| unexpected(format_args!("metrics are not UTF-8: {e}")))
     }
 
+    /// Opens a streaming `GET` of `path_and_query` (a watch) with the sink's credential,
+    /// `timeout` covering the whole response (a watch's `timeoutSeconds` plus a margin):
+    /// the status code and the response whose body is read in chunks by [`crate::WatchLines`].
+    pub(crate) async fn open_stream(
+        &self,
+        path_and_query: &str,
+        timeout: Duration,
+    ) -> Result<(u16, reqwest::Response), SinkError> {
+        let url = self.url(path_and_query)?;
+        let credential = self
+            .inner
+            .auth
+            .current()
+            .await
+            .map_err(|e| SinkError::Transport(e.to_string()))?;
+        let mut req = self
+            .client_for(credential.identity.as_ref())?
+            .get(url)
+            .timeout(timeout)
+            .header(ACCEPT, APPLICATION_JSON);
+        if let Some(a) = &credential.header {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        for (k, v) in &self.inner.extra_headers {
+            req = req.header(k.clone(), v.clone());
+        }
+        let resp = req.send().await.map_err(|e| {
+            if e.is_timeout() {
+                SinkError::Timeout(timeout)
+            } else {
+                SinkError::Transport(error_chain(&e))
+            }
+        })?;
+        Ok((resp.status().as_u16(), resp))
+    }
+
     /// The client for `identity` (a client certificate from an exec plugin): built when the
     /// certificate changes (new connections, with the new certificate); without one, the
     /// configuration's client.

@@ -55,6 +55,7 @@ pub mod lease;
 mod off_thread;
 mod tls;
 mod token_file;
+mod watch;
 
 pub use client::{HttpSink, STRATEGIC_MERGE_PATCH, ServerVersion};
 pub use config::{Auth, ClientIdentity, ConfigError, HttpConfig, Impersonation};
@@ -76,3 +77,4 @@ pub use kevents_core::request::ListError;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use off_thread::{CREDENTIAL_FILE_TIMEOUT, read_credential_file};
 pub use secrecy;
+pub use watch::WatchLines;

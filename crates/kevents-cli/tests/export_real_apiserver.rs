@@ -1,0 +1,420 @@
+//! `kevents export` against a real kube-apiserver and a real `nats-server -js` (Debian's
+//! package; `.ci/run` installs it): an external writer (plain HTTP requests, no kevents
+//! recorder) creates core/v1 and events.k8s.io/v1 events in two namespaces and raises their
+//! counts; the exporter is killed with SIGKILL and restarted; afterwards every stored event's
+//! deltas in the stream sum to its count and no `(uid, count)` appears twice. And a forced
+//! 410 Gone (a resume point older than the apiserver's history) relists without loss or
+//! duplicate.
+
+use std::collections::{HashMap, HashSet};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kevents_core::request::{APPLICATION_JSON, Method, STRATEGIC_MERGE_PATCH};
+use kevents_core::{Clock, SystemClock};
+use kevents_export::{ExportRecord, JetStream, JetStreamConfig};
+use kevents_http::{HttpConfig, HttpSink};
+use serde_json::{Value, json};
+
+const NAMESPACES: [&str; 2] = ["default", "kube-public"];
+
+/// A `nats-server -js` on a free loopback port, its store in a temporary directory; killed
+/// when dropped.
+struct Nats {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Nats {
+    fn start() -> Nats {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let child = Command::new("nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server is installed (apt-get install nats-server; .ci/run does it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Nats {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn now(micros: bool) -> String {
+    let t = SystemClock.now();
+    if micros {
+        t.to_rfc3339_micros()
+    } else {
+        t.to_rfc3339()
+    }
+}
+
+/// The external writer: plain requests with JSON bodies, as any other program writes events.
+struct Writer {
+    sink: HttpSink,
+    /// (namespace, name, core/v1?) -> count written.
+    counts: HashMap<(String, String, bool), u64>,
+}
+
+impl Writer {
+    async fn request(&self, method: Method, path: String, ct: &'static str, body: Value) {
+        let answer = self
+            .sink
+            .requests()
+            .send(
+                method,
+                path.clone(),
+                Some(ct),
+                body.to_string().into_bytes(),
+                1 << 20,
+            )
+            .await
+            .expect("the apiserver answers");
+        assert!(
+            (200..300).contains(&answer.code),
+            "{method} {path}: {} {}",
+            answer.code,
+            String::from_utf8_lossy(&answer.body)
+        );
+    }
+
+    async fn create(&mut self, ns: &str, i: usize, core: bool) {
+        let name = format!("ext-{}-{i}", if core { "core" } else { "v1" });
+        let regarding = json!({"kind": "Pod", "namespace": ns, "name": format!("pod-{i}"),
+                               "uid": format!("00000000-0000-0000-0000-{i:012}")});
+        if core {
+            let body = json!({"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": name, "namespace": ns},
+                "involvedObject": regarding, "reason": "ExternalCore", "message": "from curl",
+                "type": "Warning", "count": 1, "firstTimestamp": now(false),
+                "lastTimestamp": now(false), "source": {"component": "external-writer"}});
+            self.request(
+                Method::Post,
+                format!("/api/v1/namespaces/{ns}/events"),
+                APPLICATION_JSON,
+                body,
+            )
+            .await;
+        } else {
+            let body = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": name, "namespace": ns}, "eventTime": now(true),
+                "regarding": regarding, "reason": "ExternalV1", "note": "from curl",
+                "type": "Normal", "action": "Probe", "reportingController": "example.com/writer",
+                "reportingInstance": "writer-1"});
+            self.request(
+                Method::Post,
+                format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+                APPLICATION_JSON,
+                body,
+            )
+            .await;
+        }
+        self.counts.insert((ns.to_owned(), name, core), 1);
+    }
+
+    /// Raises every event's count by 1..=3.
+    async fn raise_all(&mut self, round: u64) {
+        let keys: Vec<_> = self.counts.keys().cloned().collect();
+        for (i, (ns, name, core)) in keys.into_iter().enumerate() {
+            let add = (i as u64 + round) % 3 + 1;
+            let count = self.counts[&(ns.clone(), name.clone(), core)] + add;
+            if core {
+                let body = json!({"count": count, "lastTimestamp": now(false)});
+                self.request(
+                    Method::Patch,
+                    format!("/api/v1/namespaces/{ns}/events/{name}"),
+                    STRATEGIC_MERGE_PATCH,
+                    body,
+                )
+                .await;
+            } else {
+                let body = json!({"series": {"count": count, "lastObservedTime": now(true)}});
+                self.request(
+                    Method::Patch,
+                    format!("/apis/events.k8s.io/v1/namespaces/{ns}/events/{name}"),
+                    STRATEGIC_MERGE_PATCH,
+                    body,
+                )
+                .await;
+            }
+            self.counts.insert((ns, name, core), count);
+        }
+    }
+}
+
+/// Every stored event of the namespaces: uid -> (count by the record's rule, name, api
+/// written through).
+async fn stored(sink: &HttpSink) -> HashMap<String, (u64, String)> {
+    let mut out = HashMap::new();
+    for ns in NAMESPACES {
+        let body = sink
+            .requests()
+            .get(&format!("/api/v1/namespaces/{ns}/events"), 64 << 20)
+            .await
+            .expect("listing events");
+        let list: Value = serde_json::from_slice(&body).expect("a list");
+        for item in list["items"].as_array().expect("items") {
+            let r = ExportRecord::from_object(kevents_export::Api::CoreV1, item).expect("uid");
+            out.insert(r.uid, (r.count, r.name));
+        }
+    }
+    out
+}
+
+/// Checks the stream against the stored events; `Err` says what differs.
+fn check(
+    records: &[(String, ExportRecord)],
+    stored: &HashMap<String, (u64, String)>,
+) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    let mut sums: HashMap<&str, u64> = HashMap::new();
+    for (subject, r) in records {
+        if !seen.insert((r.uid.clone(), r.count)) {
+            return Err(format!("({}, {}) appears twice", r.uid, r.count));
+        }
+        if subject != &format!("export.{}", r.namespace) {
+            return Err(format!("record of {} on subject {subject}", r.namespace));
+        }
+        *sums.entry(&r.uid).or_default() += r.delta;
+    }
+    for (uid, (count, name)) in stored {
+        let sum = sums.get(uid.as_str()).copied().unwrap_or(0);
+        if sum != *count {
+            return Err(format!(
+                "{name} ({uid}): deltas sum to {sum}, count is {count}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `GET /metrics` of the exporter's Prometheus listener.
+fn metrics(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("request");
+    let mut text = String::new();
+    conn.read_to_string(&mut text).expect("answer");
+    text
+}
+
+fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path, metrics_port: Option<u16>) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
+    Command::new(env!("CARGO_BIN_EXE_kevents"))
+        .arg("export")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--namespace", NAMESPACES[0], "--namespace", NAMESPACES[1]])
+        .args(["--nats", nats, "--stream", "export", "--progress", "1"])
+        .args(metrics_port.map(|p| format!("--metrics-addr=127.0.0.1:{p}")))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("running kevents export")
+}
+
+async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
+    let client = kevents_export::async_nats::connect(nats)
+        .await
+        .expect("NATS");
+    let js = JetStream::open(client, JetStreamConfig::new("export"))
+        .await
+        .expect("stream");
+    kevents_export::jetstream::read_all(js.context(), "export")
+        .await
+        .expect("reading the stream")
+}
+
+/// Waits until the stream matches the stored events (or panics with the last difference).
+async fn converge(sink: &HttpSink, nats: &str, log: &Path) -> Vec<(String, ExportRecord)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let records = read_stream(nats).await;
+        let stored = stored(sink).await;
+        match check(&records, &stored) {
+            Ok(()) => return records,
+            Err(e) if Instant::now() > deadline => panic!(
+                "the stream does not match the stored events: {e}\nexport's log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+kevents_testkit::real_apiserver_tests! {
+    #[test]
+    fn export_is_exact_across_sigkill_and_restart_for_both_apis() {
+        let server = kevents_testkit::RealApiserver::start()
+            .expect("starting kube-apiserver")
+            .expect("kube-apiserver is provisioned");
+        let nats = Nats::start();
+        let logdir = tempfile::tempdir().expect("temporary directory");
+        let log = logdir.path().join("export.log");
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let sink = HttpSink::new(
+                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
+            )
+            .expect("sink");
+            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
+            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log, None);
+            for ns in NAMESPACES {
+                for i in 0..8 {
+                    writer.create(ns, i, true).await;
+                    writer.create(ns, i, false).await;
+                }
+            }
+            writer.raise_all(1).await;
+            writer.raise_all(2).await;
+            // Killed in the middle of the work, no chance to save anything.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(export.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .expect("SIGKILL");
+            let _ = export.wait();
+            writer.raise_all(3).await;
+            for ns in NAMESPACES {
+                writer.create(ns, 100, true).await;
+                writer.create(ns, 100, false).await;
+            }
+            let metrics_port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log, Some(metrics_port));
+            writer.raise_all(4).await;
+            writer.raise_all(5).await;
+            let records = converge(&sink, &nats.url, &log).await;
+            // Both APIs' events were exported, with the API that wrote them.
+            let apis: HashSet<_> = records.iter().filter_map(|(_, r)| r.api.clone()).collect();
+            assert!(apis.contains("v1") && apis.contains("events.k8s.io/v1"), "{apis:?}");
+            let v1 = records.iter().find(|(_, r)| r.reason == "ExternalV1").expect("a v1 record");
+            assert_eq!(v1.1.reporting_controller, "example.com/writer");
+            assert_eq!(v1.1.action, "Probe");
+            // Raised counts gave records with a delta below their count.
+            assert!(records.iter().any(|(_, r)| r.delta < r.count && r.delta > 0));
+            // The restarted process's counts, served to Prometheus.
+            let text = metrics(metrics_port);
+            for name in ["kevents_export_records_total", "kevents_export_occurrences_total", "kevents_export_lag_seconds"] {
+                assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
+            }
+            // The progress line (every second, `--progress 1`), for people.
+            let shown = Instant::now() + Duration::from_secs(10);
+            loop {
+                let progress = std::fs::read_to_string(&log).unwrap_or_default();
+                if progress.contains("occurrences=") {
+                    break;
+                }
+                assert!(Instant::now() < shown, "no progress line in 10 s: {progress}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            // SIGTERM: a clean end.
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(export.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            )
+            .expect("SIGTERM");
+            let status = export.wait().expect("waiting for export");
+            assert!(status.success(), "export after SIGTERM: {status}");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(text.contains("export: stopped after"), "{text}");
+        });
+    }
+
+    #[test]
+    fn a_resume_point_older_than_the_history_relists_without_loss_or_duplicate() {
+        // Events are not in the watch cache: a watch reads etcd, which answers 410 Gone for a
+        // resourceVersion compacted away; the apiserver compacts every 2 s here.
+        let server = kevents_testkit::RealApiserver::start_with_args(&["--etcd-compaction-interval=2s"])
+            .expect("starting kube-apiserver")
+            .expect("kube-apiserver is provisioned");
+        let nats = Nats::start();
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let sink = HttpSink::new(
+                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
+            )
+            .expect("sink");
+            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
+            for ns in NAMESPACES {
+                for i in 0..5 {
+                    writer.create(ns, i, true).await;
+                    writer.create(ns, i, false).await;
+                }
+            }
+            let client = kevents_export::async_nats::connect(nats.url.as_str()).await.expect("NATS");
+            let js = JetStream::open(client, JetStreamConfig::new("export")).await.expect("stream");
+            let config = kevents_export::ExportConfig {
+                namespaces: NAMESPACES.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            };
+            let store = kevents_export::MemoryResume::default();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let first = tokio::spawn(kevents_export::run(sink.clone(), config.clone(), js.clone(), store.clone(), async {
+                let _ = stopped.await;
+            }));
+            let dummy_log = tempfile::NamedTempFile::new().expect("temp file");
+            converge(&sink, &nats.url, dummy_log.path()).await;
+            // The resume point now says resourceVersion 1 for every scope: compacted away
+            // (two compaction intervals and more writes later), so the watch answers 410 Gone.
+            writer.raise_all(7).await;
+            tokio::time::sleep(Duration::from_secs(6)).await;
+            converge(&sink, &nats.url, dummy_log.path()).await;
+            let _ = stop.send(());
+            let stats = first.await.expect("joined").expect("first run");
+            assert_eq!(stats.relists, 0);
+            let mut point = store.point();
+            for rv in point.resource_versions.values_mut() {
+                *rv = "1".into();
+            }
+            assert_eq!(point.resource_versions.len(), 2);
+            let before: u64 = writer.counts.values().sum();
+            writer.raise_all(1).await;
+            let raised = writer.counts.values().sum::<u64>() - before;
+            let store = kevents_export::MemoryResume::from_point(point);
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let second = tokio::spawn(kevents_export::run(sink.clone(), config, js.clone(), store, async {
+                let _ = stopped.await;
+            }));
+            converge(&sink, &nats.url, dummy_log.path()).await;
+            let _ = stop.send(());
+            let stats = second.await.expect("joined").expect("second run");
+            assert_eq!(stats.relists, 2, "{stats:?}");
+            // Exactly the new occurrences, none of the first run's again.
+            assert_eq!(stats.occurrences, raised, "{stats:?}");
+        });
+    }
+}

@@ -1,0 +1,420 @@
+//! The run loop ([`run`]): one task per watch scope feeds, in order, one loop that owns the
+//! per-uid state (last exported count and namespace, never the event), computes each
+//! record's delta and delivers it: begin, deliver, commit; resourceVersions saved after.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use kevents_http::HttpSink;
+use tokio::sync::mpsc;
+
+use crate::store::{RecordSink, ResumeStore};
+use crate::watcher::{Item, ScopeConfig, run_scope};
+use crate::{Api, ExportError, ExportRecord};
+
+/// What to watch and how.
+///
+/// ```
+/// let mut c = kevents_export::ExportConfig::default();
+/// c.namespaces = vec!["team-a".into(), "team-b".into()];
+/// assert_eq!(c.api, kevents_export::Api::CoreV1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExportConfig {
+    /// Which view of the stored events to watch (both show every event; see docs/export.md).
+    pub api: Api,
+    /// The namespaces to watch; empty: the whole cluster.
+    pub namespaces: Vec<String>,
+    /// A watch's `timeoutSeconds`: the server ends it then, and it is started again from
+    /// the last resourceVersion.
+    pub watch_timeout: Duration,
+    /// How long a watch may stay silent beyond `watch_timeout` before it is taken for a
+    /// half-open connection and dropped.
+    pub idle_timeout: Duration,
+    /// Items per list page.
+    pub page_size: usize,
+    /// Bound on one watch line (one event), bytes.
+    pub max_line_bytes: usize,
+    /// Bound on one list page, bytes.
+    pub max_page_bytes: usize,
+    /// At most how often a scope's resourceVersion is saved.
+    pub save_interval: Duration,
+    /// Print a progress line on stderr this often (`None`: never).
+    pub progress: Option<Duration>,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        ExportConfig {
+            api: Api::CoreV1,
+            namespaces: Vec::new(),
+            watch_timeout: Duration::from_secs(240),
+            idle_timeout: Duration::from_secs(30),
+            page_size: 500,
+            max_line_bytes: 4 << 20,
+            max_page_bytes: 64 << 20,
+            save_interval: Duration::from_secs(1),
+            progress: None,
+        }
+    }
+}
+
+/// The resume point's key of a watch scope: `{api}.{namespace}` (`_cluster` for the whole
+/// cluster; namespace names cannot hold `_`).
+///
+/// ```
+/// use kevents_export::{Api, scope_key};
+/// assert_eq!(scope_key(Api::CoreV1, "default"), "core.default");
+/// assert_eq!(scope_key(Api::EventsV1, ""), "events._cluster");
+/// ```
+pub fn scope_key(api: Api, namespace: &str) -> String {
+    let api = match api {
+        Api::CoreV1 => "core",
+        Api::EventsV1 => "events",
+    };
+    if namespace.is_empty() {
+        format!("{api}._cluster")
+    } else {
+        format!("{api}.{namespace}")
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Records delivered.
+    pub records: u64,
+    /// Occurrences delivered (the sum of the records' deltas).
+    pub occurrences: u64,
+    /// Lists after a 410 Gone.
+    pub relists: u64,
+    /// Watches ended and started again.
+    pub watch_restarts: u64,
+    /// Failed list or watch requests (retried).
+    pub failures: u64,
+    /// Records delivered again at start (begun, maybe not finished, before a crash).
+    pub redelivered: u64,
+    /// Live events known now.
+    pub live: u64,
+}
+
+/// Per live event: its last exported count and namespace (an index into the interned
+/// namespaces).
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    count: u64,
+    ns: u32,
+}
+
+struct State {
+    known: HashMap<Box<str>, Known>,
+    namespaces: Vec<String>,
+    ns_index: HashMap<String, u32>,
+}
+
+impl State {
+    fn intern(&mut self, ns: &str) -> u32 {
+        if let Some(&i) = self.ns_index.get(ns) {
+            return i;
+        }
+        let i = u32::try_from(self.namespaces.len()).unwrap_or(u32::MAX);
+        self.namespaces.push(ns.to_owned());
+        self.ns_index.insert(ns.to_owned(), i);
+        i
+    }
+}
+
+/// Exports the events of `config`'s scopes read through `apiserver` into `sink`, with the
+/// resume point in `store`, until `shutdown` completes (then the record being delivered is
+/// finished and the resourceVersions saved) or the sink or store fails. A list or watch that
+/// fails is retried; it never ends the run.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// use kevents_export::{ExportConfig, JetStream, JetStreamConfig, run};
+/// let apiserver = kevents_http::HttpSink::infer().await?;
+/// let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
+/// let js = JetStream::open(nats, JetStreamConfig::new("export")).await?;
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// # drop(stop);
+/// let stats = run(apiserver, ExportConfig::default(), js.clone(), js, async {
+///     let _ = stopped.await;
+/// })
+/// .await?;
+/// println!("{} records", stats.records);
+/// # Ok(()) }
+/// ```
+pub async fn run<S: RecordSink, R: ResumeStore>(
+    apiserver: HttpSink,
+    config: ExportConfig,
+    mut sink: S,
+    mut store: R,
+    shutdown: impl Future<Output = ()>,
+) -> Result<ExportStats, ExportError> {
+    let mut stats = ExportStats::default();
+    let point = store.load().await?;
+    let mut state = State {
+        known: HashMap::with_capacity(point.counts.len()),
+        namespaces: Vec::new(),
+        ns_index: HashMap::new(),
+    };
+    for (uid, (count, ns)) in point.counts {
+        let ns = state.intern(&ns);
+        state
+            .known
+            .insert(uid.into_boxed_str(), Known { count, ns });
+    }
+    // Records begun before a crash: delivered again with the same key (stored once).
+    for record in point.pending {
+        sink.deliver(&record).await?;
+        store.commit(&record).await?;
+        let ns = state.intern(&record.namespace);
+        state.known.insert(
+            record.uid.clone().into_boxed_str(),
+            Known {
+                count: record.count,
+                ns,
+            },
+        );
+        stats.redelivered += 1;
+    }
+    let namespaces = if config.namespaces.is_empty() {
+        vec![String::new()]
+    } else {
+        config.namespaces.clone()
+    };
+    let (tx, mut rx) = mpsc::channel::<Item>(1024);
+    let mut scopes = Vec::new();
+    let mut tasks = Vec::new();
+    for (i, ns) in namespaces.iter().enumerate() {
+        let key = scope_key(config.api, ns);
+        let cfg = ScopeConfig {
+            api: config.api,
+            namespace: ns.clone(),
+            watch_timeout: config.watch_timeout,
+            idle_timeout: config.idle_timeout,
+            page_size: config.page_size,
+            max_line_bytes: config.max_line_bytes,
+            max_page_bytes: config.max_page_bytes,
+        };
+        let start_rv = point.resource_versions.get(&key).cloned();
+        tasks.push(tokio::spawn(run_scope(
+            apiserver.clone(),
+            cfg,
+            i,
+            start_rv,
+            tx.clone(),
+        )));
+        scopes.push((key, ns.clone()));
+    }
+    drop(tx);
+    let aborter = Aborter(tasks);
+    let mut listing: HashMap<usize, HashSet<Box<str>>> = HashMap::new();
+    let mut unsaved: HashMap<usize, String> = HashMap::new();
+    let mut last_save = Instant::now();
+    let mut last_progress = Instant::now();
+    let started = Instant::now();
+    let mut shutdown = std::pin::pin!(shutdown);
+    // Saves and progress lines also while no item comes.
+    let mut tick = tokio::time::interval(config.save_interval.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let result = loop {
+        let item = tokio::select! {
+            biased;
+            () = &mut shutdown => break Ok(()),
+            _ = tick.tick() => None,
+            item = rx.recv() => match item {
+                Some(item) => Some(item),
+                None => break Ok(()),
+            },
+        };
+        let step = match item {
+            None => Ok(()),
+            Some(item) => {
+                handle(
+                    item,
+                    &config,
+                    &mut state,
+                    &mut sink,
+                    &mut store,
+                    &mut stats,
+                    &mut listing,
+                    &mut unsaved,
+                    &scopes,
+                )
+                .await
+            }
+        };
+        if let Err(e) = step {
+            break Err(e);
+        }
+        if last_save.elapsed() >= config.save_interval {
+            if let Err(e) = save(&mut store, &scopes, &mut unsaved).await {
+                break Err(e);
+            }
+            last_save = Instant::now();
+        }
+        if let Some(every) = config.progress
+            && last_progress.elapsed() >= every
+        {
+            stats.live = state.known.len() as u64;
+            progress(&stats, started);
+            last_progress = Instant::now();
+        }
+    };
+    drop(aborter);
+    save(&mut store, &scopes, &mut unsaved).await?;
+    stats.live = state.known.len() as u64;
+    if config.progress.is_some() {
+        progress(&stats, started);
+    }
+    result.map(|()| stats)
+}
+
+/// Aborts the scope tasks when dropped (the run ended, or its future was dropped).
+struct Aborter(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Aborter {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+fn progress(stats: &ExportStats, started: Instant) {
+    eprintln!(
+        "export: {}s records={} occurrences={} live={} relists={} watch_restarts={} failures={}",
+        started.elapsed().as_secs(),
+        stats.records,
+        stats.occurrences,
+        stats.live,
+        stats.relists,
+        stats.watch_restarts,
+        stats.failures
+    );
+}
+
+async fn save<R: ResumeStore>(
+    store: &mut R,
+    scopes: &[(String, String)],
+    unsaved: &mut HashMap<usize, String>,
+) -> Result<(), ExportError> {
+    for (scope, rv) in unsaved.drain() {
+        if let Some((key, _)) = scopes.get(scope) {
+            store.save_resource_version(key, &rv).await?;
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn handle<S: RecordSink, R: ResumeStore>(
+    item: Item,
+    config: &ExportConfig,
+    state: &mut State,
+    sink: &mut S,
+    store: &mut R,
+    stats: &mut ExportStats,
+    listing: &mut HashMap<usize, HashSet<Box<str>>>,
+    unsaved: &mut HashMap<usize, String>,
+    scopes: &[(String, String)],
+) -> Result<(), ExportError> {
+    match item {
+        Item::ListStart { scope, relist } => {
+            if relist {
+                stats.relists += 1;
+                metrics::counter!("kevents_export_relists_total").increment(1);
+            }
+            listing.insert(scope, HashSet::new());
+            // Nothing before the list's end may be saved as this scope's resume point.
+            unsaved.remove(&scope);
+        }
+        Item::Upsert { scope, object, rv } => {
+            if let Some(record) = ExportRecord::from_object(config.api, &object) {
+                if let Some(seen) = listing.get_mut(&scope) {
+                    seen.insert(record.uid.clone().into_boxed_str());
+                }
+                export(record, state, sink, store, stats).await?;
+            }
+            if let Some(rv) = rv
+                && !listing.contains_key(&scope)
+            {
+                unsaved.insert(scope, rv);
+            }
+        }
+        Item::Deleted { scope, uid, rv } => {
+            if state.known.remove(uid.as_str()).is_some() {
+                store.forget(&uid).await?;
+            }
+            unsaved.insert(scope, rv);
+        }
+        Item::ListEnd { scope, rv } => {
+            // Events of this scope known before and not listed were deleted meanwhile.
+            let seen = listing.remove(&scope).unwrap_or_default();
+            let ns = scopes.get(scope).map(|(_, ns)| ns.as_str()).unwrap_or("");
+            let gone: Vec<Box<str>> = state
+                .known
+                .iter()
+                .filter(|(uid, k)| {
+                    (ns.is_empty() || state.namespaces.get(k.ns as usize).is_some_and(|n| n == ns))
+                        && !seen.contains(*uid)
+                })
+                .map(|(uid, _)| uid.clone())
+                .collect();
+            for uid in gone {
+                state.known.remove(&uid);
+                store.forget(&uid).await?;
+            }
+            unsaved.insert(scope, rv);
+        }
+        Item::Bookmark { scope, rv } => {
+            unsaved.insert(scope, rv);
+        }
+        Item::WatchRestart => {
+            stats.watch_restarts += 1;
+            metrics::counter!("kevents_export_watch_restarts_total").increment(1);
+        }
+        Item::Failed { error } => {
+            tracing::debug!(%error, "a list or watch failed");
+            stats.failures += 1;
+            metrics::counter!("kevents_export_watch_failures_total").increment(1);
+        }
+    }
+    Ok(())
+}
+
+/// Delivers `record` if it carries occurrences no earlier record of its uid did.
+async fn export<S: RecordSink, R: ResumeStore>(
+    mut record: ExportRecord,
+    state: &mut State,
+    sink: &mut S,
+    store: &mut R,
+    stats: &mut ExportStats,
+) -> Result<(), ExportError> {
+    let previous = state.known.get(record.uid.as_str()).map_or(0, |k| k.count);
+    if record.count <= previous {
+        return Ok(());
+    }
+    record.delta = record.count - previous;
+    store.begin(&record, previous).await?;
+    sink.deliver(&record).await?;
+    store.commit(&record).await?;
+    let ns = state.intern(&record.namespace);
+    let lag = record.lag_secs(kevents_core::Clock::now(&kevents_core::SystemClock));
+    state.known.insert(
+        record.uid.clone().into_boxed_str(),
+        Known {
+            count: record.count,
+            ns,
+        },
+    );
+    stats.records += 1;
+    stats.occurrences += record.delta;
+    metrics::counter!("kevents_export_records_total").increment(1);
+    metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
+    metrics::histogram!("kevents_export_lag_seconds").record(lag);
+    metrics::gauge!("kevents_export_live_events").set(state.known.len() as f64);
+    Ok(())
+}
