@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kevents_export::{ExportConfig, JetStream, JetStreamConfig};
+use kevents_http::lease::{LeaderElector, LeaseConfig};
 
 use crate::cluster::{self, KubeTarget};
 
@@ -51,6 +52,29 @@ pub struct ExportArgs {
     /// Seconds between progress lines on stderr (0: none).
     #[arg(long, default_value_t = 5)]
     pub progress: u64,
+    /// Export only while holding a coordination.k8s.io/v1 Lease (client-go's leader
+    /// election): replicas stand by and the next one continues from the resume point when the
+    /// holder stops or dies.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's namespace.
+    #[arg(long, default_value = "default", requires = "leader_elect")]
+    pub lease_namespace: String,
+    /// The Lease's name.
+    #[arg(long, default_value = "kevents-export", requires = "leader_elect")]
+    pub lease_name: String,
+    /// This replica's identity in the Lease (default: `<hostname>_<pid>`).
+    #[arg(long, requires = "leader_elect")]
+    pub identity: Option<String>,
+    /// Lease duration, seconds (client-go's default 15).
+    #[arg(long, default_value_t = 15, requires = "leader_elect")]
+    pub lease_duration: u64,
+    /// Renew deadline, seconds (client-go's default 10).
+    #[arg(long, default_value_t = 10, requires = "leader_elect")]
+    pub renew_deadline: u64,
+    /// Retry period, seconds (client-go's default 2).
+    #[arg(long, default_value_t = 2, requires = "leader_elect")]
+    pub retry_period: u64,
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
@@ -101,12 +125,105 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         progress: (args.progress > 0).then(|| Duration::from_secs(args.progress)),
         ..ExportConfig::default()
     };
-    let stats = kevents_export::run(apiserver, config, js.clone(), js, terminated()).await?;
-    eprintln!(
-        "export: stopped after {} records, {} occurrences",
-        stats.records, stats.occurrences
-    );
+    let stop = Stop::on_signals();
+    if !args.leader_elect {
+        let stats = kevents_export::run(apiserver, config, js.clone(), js, stop.wait()).await?;
+        eprintln!(
+            "export: stopped after {} records, {} occurrences",
+            stats.records, stats.occurrences
+        );
+        return Ok(());
+    }
+    let identity = match &args.identity {
+        Some(id) => id.clone(),
+        None => format!(
+            "{}_{}",
+            kevents_core::events_v1::hostname(),
+            std::process::id()
+        ),
+    };
+    let lease = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity)
+        .with_durations(
+            Duration::from_secs(args.lease_duration),
+            Duration::from_secs(args.renew_deadline),
+            Duration::from_secs(args.retry_period),
+        );
+    let leader = LeaderElector::new(apiserver.requests(), lease)
+        .context("--leader-elect")?
+        .spawn();
+    let mut changes = leader.changes();
+    let (mut records, mut occurrences) = (0u64, 0u64);
+    loop {
+        // Stand by until this replica leads, or the process is told to stop.
+        eprintln!(
+            "export: {identity} waits for the Lease {}/{}",
+            args.lease_namespace, args.lease_name
+        );
+        tokio::select! {
+            led = changes.wait_for(|leads| *leads) => {
+                if led.is_err() {
+                    anyhow::bail!("the leader elector ended");
+                }
+            }
+            _ = stop.wait() => break,
+        }
+        metrics::counter!("kevents_export_leader_changes_total").increment(1);
+        metrics::gauge!("kevents_export_leader").set(1.0);
+        eprintln!("export: {identity} leads; exporting from the resume point");
+        // Export while leading: losing the Lease stops the loop at once (it saves what it
+        // delivered, and the next leader continues from there).
+        let mut lost = leader.changes();
+        let stopped = async {
+            tokio::select! {
+                _ = lost.wait_for(|leads| !*leads) => {}
+                _ = stop.wait() => {}
+            }
+        };
+        let stats = kevents_export::run(
+            apiserver.clone(),
+            config.clone(),
+            js.clone(),
+            js.clone(),
+            stopped,
+        )
+        .await?;
+        metrics::gauge!("kevents_export_leader").set(0.0);
+        records += stats.records;
+        occurrences += stats.occurrences;
+        if stop.is_set() {
+            break;
+        }
+        eprintln!("export: {identity} lost the Lease; standing by");
+    }
+    if let Err(e) = leader.release().await {
+        tracing::warn!("releasing the Lease: {e}");
+    }
+    eprintln!("export: stopped after {records} records, {occurrences} occurrences");
     Ok(())
+}
+
+/// SIGTERM or Ctrl-C, seen by every part of the command that waits for it.
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    fn on_signals() -> Stop {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            terminated().await;
+            let _ = tx.send(true);
+        });
+        Stop(rx)
+    }
+
+    fn is_set(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    async fn wait(&self) {
+        let mut rx = self.0.clone();
+        // An error means the signal task is gone, which only happens after it sent.
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
 }
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT).

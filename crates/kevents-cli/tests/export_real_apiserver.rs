@@ -225,6 +225,16 @@ fn metrics(port: u16) -> String {
 }
 
 fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path, metrics_port: Option<u16>) -> Child {
+    spawn_export_with(kubeconfig, nats, log, metrics_port, &[])
+}
+
+fn spawn_export_with(
+    kubeconfig: &Path,
+    nats: &str,
+    log: &Path,
+    metrics_port: Option<u16>,
+    extra: &[&str],
+) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -237,6 +247,7 @@ fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path, metrics_port: Option<
         .args(["--namespace", NAMESPACES[0], "--namespace", NAMESPACES[1]])
         .args(["--nats", nats, "--stream", "export", "--progress", "1"])
         .args(metrics_port.map(|p| format!("--metrics-addr=127.0.0.1:{p}")))
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -415,6 +426,102 @@ kevents_testkit::real_apiserver_tests! {
             assert_eq!(stats.relists, 2, "{stats:?}");
             // Exactly the new occurrences, none of the first run's again.
             assert_eq!(stats.occurrences, raised, "{stats:?}");
+        });
+    }
+
+    #[test]
+    fn two_leader_elected_replicas_stay_exact_with_the_holder_killed_twice() {
+        let server = kevents_testkit::RealApiserver::start()
+            .expect("starting kube-apiserver")
+            .expect("kube-apiserver is provisioned");
+        let nats = Nats::start();
+        let logdir = tempfile::tempdir().expect("temporary directory");
+        let log = logdir.path().join("export.log");
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let sink = HttpSink::new(
+                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
+            )
+            .expect("sink");
+            // Short lease times so the takeovers fit a test (client-go's defaults otherwise).
+            let replica = |id: &str| {
+                spawn_export_with(
+                    &server.admin_kubeconfig,
+                    &nats.url,
+                    &log,
+                    None,
+                    &["--leader-elect", "--lease-name", "export-test", "--identity", id,
+                      "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"],
+                )
+            };
+            let holder = || async {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    if let Ok(body) = sink
+                        .requests()
+                        .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/export-test", 1 << 20)
+                        .await
+                    {
+                        let lease: Value = serde_json::from_slice(&body).expect("a Lease");
+                        if let Some(h) = lease["spec"]["holderIdentity"].as_str().filter(|h| !h.is_empty()) {
+                            return h.to_string();
+                        }
+                    }
+                    assert!(Instant::now() < deadline, "nobody took the Lease in 30 s");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            };
+            let mut replicas: HashMap<String, Child> = HashMap::new();
+            replicas.insert("a0".into(), replica("a0"));
+            replicas.insert("b0".into(), replica("b0"));
+            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
+            for ns in NAMESPACES {
+                for i in 0..6 {
+                    writer.create(ns, i, true).await;
+                    writer.create(ns, i, false).await;
+                }
+            }
+            let mut holders = Vec::new();
+            for round in 1..=2u64 {
+                writer.raise_all(round).await;
+                let h = holder().await;
+                // The holder dies without a word; a new replica takes its place as standby.
+                let mut child = replicas.remove(&h).expect("the holder is one of ours");
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .expect("SIGKILL");
+                let _ = child.wait();
+                holders.push(h);
+                let fresh = format!("r{round}");
+                replicas.insert(fresh.clone(), replica(&fresh));
+                writer.raise_all(round + 10).await;
+                for ns in NAMESPACES {
+                    writer.create(ns, 100 + round as usize, round % 2 == 0).await;
+                }
+                // A standby took over from the dead holder.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while holder().await == *holders.last().expect("a holder") {
+                    assert!(Instant::now() < deadline, "no takeover in 30 s");
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+            writer.raise_all(20).await;
+            let records = converge(&sink, &nats.url, &log).await;
+            assert!(records.iter().any(|(_, r)| r.delta < r.count && r.delta > 0));
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(text.matches("leads; exporting").count() >= 3, "{text}");
+            // The survivors end cleanly; the holder releases the Lease.
+            for (_, mut child) in replicas {
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                )
+                .expect("SIGTERM");
+                let status = child.wait().expect("waiting for export");
+                assert!(status.success(), "export after SIGTERM: {status}");
+            }
         });
     }
 }
