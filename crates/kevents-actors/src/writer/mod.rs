@@ -395,21 +395,34 @@ pub(crate) trait KeyedWrites: Actor<Context = Context<Self>> {
 /// finished writes, makes sure the engine wakes up when the next held key's pause ends and
 /// calls [`KeyedWrites::pumped`].
 pub(crate) fn pump<A: KeyedWrites>(act: &mut A, ctx: &mut Context<A>) {
-    let now = Instant::now();
-    while !act.paused() {
+    // Whether nothing more may start now: paused, or the budget holds every write (its
+    // timer is armed).
+    let mut blocked = false;
+    loop {
+        if act.paused() {
+            blocked = true;
+            break;
+        }
         let w = act.writer();
-        let Some(key) = w.parked.pop_front().or_else(|| w.next(now)) else {
+        let Some(key) = w.parked.pop_front().or_else(|| w.next(Instant::now())) else {
             break;
         };
         if !drive(act, key, ctx) {
+            blocked = true;
             break;
         }
     }
     let w = act.writer();
     w.released.release();
+    // The next held key's pause: a timer for it if it still runs; if it has just ended, a
+    // wake-up now only if a place in flight is free (else the next write to end pumps, and a
+    // timer due now would spin while every place is taken or the budget holds everything).
+    let now = Instant::now();
     if let Some(Reverse((until, _))) = w.held.peek() {
-        let wait = until.saturating_duration_since(Instant::now());
-        wake_within(act, wait, ctx);
+        let wait = until.saturating_duration_since(now);
+        if !wait.is_zero() || (!blocked && w.active < w.max_in_flight) {
+            wake_within(act, wait, ctx);
+        }
     }
     act.pumped(ctx);
 }
