@@ -7,7 +7,8 @@
 //! Then every count of both is stored, exactly.
 //!
 //! Before issue 34 the throttled namespace's writes kept their 16 places in flight and the
-//! other namespaces' writes started only once at least 34 of its 50 had been stored.
+//! other namespaces' writes started only once most of its 50 had been stored (this test
+//! failed then).
 //!
 //! Ignored with the command that runs it where the apiserver is not provisioned; run (and
 //! failing without it) in CI.
