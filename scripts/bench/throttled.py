@@ -164,9 +164,13 @@ def fleet(args, limits, n, run):
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(n)]
         results = []
-        for p in procs:
+        for i, p in enumerate(procs):
             out, err = p.communicate()
             r = json.loads(out.strip().splitlines()[-1])
+            if p.returncode != 0 or not r.get("stored_counts_ok"):
+                # What went wrong, in the process's own words (its last lines).
+                tail = "\n".join(err.strip().splitlines()[-15:])
+                sys.stderr.write(f"process {i} exited {p.returncode}:\n{tail}\n{out.strip()}\n")
             results.append(r)
         w1, t1 = apiserver_writes(kc)
         writes, throttled = w1 - w0, t1 - t0
