@@ -11,8 +11,15 @@ limit sets, (writes - burst) / qps.
   python3 scripts/bench/throttled.py --kevents target/release/kevents \
       --oracle /tmp/evoracle-modern --runs 3 [--limit Namespace:50:100 ...] [--fleet 8]
 
---fleet N runs N kevents processes at once against one Server limit (the last --limit, by
-default Server:100:200) instead, and reports each one's stored sum and time.
+--fleet N runs N kevents processes at once (each in a namespace of its own, all as one user)
+against every --limit given together (default Server:100:200; e.g. --limit Server:100:200
+--limit User:50:100 for both at once), --runs times, and prints each process's stored sum and
+time, then per run: all exact, the share of writes answered 429, the slowest process against
+the bound (the accepted writes past the tightest limit's burst over its qps) and the fastest
+against the slowest:
+
+  python3 scripts/bench/throttled.py --kevents target/release/kevents --fleet 8 --runs 3 \
+      --limit Server:100:200
 """
 
 import argparse
@@ -139,8 +146,13 @@ def measure(args, limit):
     return rows
 
 
-def fleet(args, limit, n):
-    kind, qps, burst = limit.split(":")
+def fleet(args, limits, n, run):
+    # Every process writes as the same user, so a Server and a User limit both cover the
+    # whole fleet: the tightest one sets the bound.
+    parsed = [(k, float(q), float(b)) for k, q, b in (l.split(":") for l in limits)]
+    qps = min(q for _, q, _ in parsed)
+    burst = min(b for _, q, b in parsed if q == qps)
+    limit = " ".join(limits)
     d, state = start(limit)
     kc = os.path.join(state, "admin.kubeconfig")
     try:
@@ -152,24 +164,35 @@ def fleet(args, limit, n):
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(n)]
         results = []
-        for p in procs:
+        for i, p in enumerate(procs):
             out, err = p.communicate()
             r = json.loads(out.strip().splitlines()[-1])
+            if p.returncode != 0 or not r.get("stored_counts_ok"):
+                # What went wrong, in the process's own words (its last lines).
+                tail = "\n".join(err.strip().splitlines()[-15:])
+                sys.stderr.write(f"process {i} exited {p.returncode}:\n{tail}\n{out.strip()}\n")
             results.append(r)
         w1, t1 = apiserver_writes(kc)
         writes, throttled = w1 - w0, t1 - t0
-        b = bound(writes - throttled, float(qps), float(burst))
+        b = bound(writes - throttled, qps, burst)
         for i, r in enumerate(results):
-            print(json.dumps(dict(limit=limit, process=i, sum=r["sum_count"],
+            print(json.dumps(dict(limit=limit, run=run, process=i, sum=r["sum_count"],
                                   events=r["stored_events"], ok=r["stored_counts_ok"],
                                   seconds=round(r["final_seconds"], 2),
                                   throttled=r["throttled"])))
         slowest = max(r["final_seconds"] for r in results)
-        print(json.dumps(dict(limit=limit, processes=n, writes=writes, throttled=throttled,
-                              bound=round(b, 2), slowest=round(slowest, 2),
-                              slowest_over_bound=round(slowest / b, 3) if b else None,
-                              all_exact=all(r["sum_count"] == r["expected_sum_count"]
-                                            and r["stored_counts_ok"] for r in results))))
+        fastest = min(r["final_seconds"] for r in results)
+        exact = sum(r["sum_count"] == r["expected_sum_count"] and r["stored_counts_ok"]
+                    for r in results)
+        summary = dict(limit=limit, run=run, processes=n, exact=f"{exact} of {n}",
+                       all_exact=exact == n, writes=writes, throttled=throttled,
+                       throttled_share=round(throttled / writes, 4) if writes else None,
+                       bound=round(b, 2), slowest=round(slowest, 2),
+                       slowest_over_bound=round(slowest / b, 3) if b else None,
+                       fastest=round(fastest, 2),
+                       fastest_over_slowest=round(fastest / slowest, 3) if slowest else None)
+        print("FLEET " + json.dumps(summary), flush=True)
+        return summary
     finally:
         stop(d, state)
 
@@ -184,7 +207,8 @@ def main():
     ap.add_argument("--fleet", type=int, default=0)
     args = ap.parse_args()
     if args.fleet:
-        fleet(args, (args.limit or ["Server:100:200"])[-1], args.fleet)
+        for run in range(args.runs):
+            fleet(args, args.limit or ["Server:100:200"], args.fleet, run)
         return
     if not args.oracle:
         ap.error("--oracle is required without --fleet")

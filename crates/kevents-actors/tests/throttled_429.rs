@@ -1,13 +1,15 @@
 //! A 429 is "later", not "never": a write refused with 429 for longer than the retry policy
 //! lasts (8 answers against 3 attempts) is not given up; it waits under the write budget
-//! and is stored once the server accepts it. A 503 still spends the attempts.
+//! and is stored once the server accepts it. A 503 still spends the attempts. The same for
+//! the events.k8s.io/v1 series chain.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use kevents_actors::{Pipeline, RetryPolicy, SinkOptions};
+use kevents_actors::{EventsV1Config, Pipeline, RetryPolicy, SinkOptions};
+use kevents_core::events_v1::{Occurrence, Reporter};
 use kevents_core::{
     Event, EventSink, EventSource, EventType, ObjectReference, SinkError, SinkFuture, Status,
     Stored,
@@ -60,6 +62,89 @@ impl EventSink for Refusing {
     }
 }
 
+impl kevents_core::events_v1::EventSink for Refusing {
+    fn create_events_v1(
+        &self,
+        event: &kevents_core::events_v1::Event,
+    ) -> kevents_core::events_v1::SinkFuture {
+        let out = match self.refuse() {
+            Some(e) => Err(e),
+            None => self.api.create_now_events_v1(event).map(Stored::from),
+        };
+        Box::pin(async move { out })
+    }
+    fn patch_events_v1(
+        &self,
+        event: &kevents_core::events_v1::Event,
+        patch: &[u8],
+    ) -> kevents_core::events_v1::SinkFuture {
+        let out = match self.refuse() {
+            Some(e) => Err(e),
+            None => self
+                .api
+                .patch_now_events_v1(&event.metadata.namespace, &event.metadata.name, patch)
+                .map(Stored::from),
+        };
+        Box::pin(async move { out })
+    }
+}
+
+fn retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 3,
+        sleep: Duration::from_millis(1),
+        randomize_first: false,
+        ..RetryPolicy::default()
+    }
+}
+
+/// Five occurrences of one event through the events.k8s.io/v1 series chain, the server
+/// refusing the first `refusals` requests with `code`: the stored series count and the
+/// report.
+fn run_events_v1(code: u16, refusals: u32) -> (Option<i32>, kevents_actors::ShutdownReport) {
+    let api = MemoryApiServer::new();
+    let sink = Refusing {
+        api: api.clone(),
+        left: Arc::new(AtomicU32::new(refusals)),
+        code,
+    };
+    let options = kevents_actors::events_v1::SinkOptions {
+        retry: retry(),
+        ..Default::default()
+    };
+    let pipeline = Pipeline::builder(EventSource::new("example.com/ctl", "host"))
+        .events_v1(EventsV1Config::new(Reporter::with_instance(
+            "example.com/ctl",
+            "ctl-1",
+        )))
+        .sink_events_v1("api", sink, options)
+        .start_thread()
+        .expect("started");
+    let pod = ObjectReference::new("v1", "Pod", "default", "web-1");
+    for _ in 0..5 {
+        pipeline
+            .recorder()
+            .events_v1()
+            .emit(Occurrence::new(
+                pod.clone(),
+                None,
+                EventType::Warning,
+                "BackOff",
+                "Restarting",
+                "restarting",
+            ))
+            .expect("recorded");
+    }
+    let report = pipeline
+        .shutdown_blocking(Duration::from_secs(60))
+        .expect("shut down");
+    let stored = api.list_events_v1();
+    let count = stored
+        .first()
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count));
+    (count, report)
+}
+
 fn run(code: u16, refusals: u32) -> (Option<i32>, kevents_actors::ShutdownReport) {
     let api = MemoryApiServer::new();
     let sink = Refusing {
@@ -68,12 +153,7 @@ fn run(code: u16, refusals: u32) -> (Option<i32>, kevents_actors::ShutdownReport
         code,
     };
     let options = SinkOptions {
-        retry: RetryPolicy {
-            max_attempts: 3,
-            sleep: Duration::from_millis(1),
-            randomize_first: false,
-            ..RetryPolicy::default()
-        },
+        retry: retry(),
         ..SinkOptions::default()
     };
     let pipeline = Pipeline::builder(EventSource::new("ctl", "host"))
@@ -106,4 +186,21 @@ fn a_failing_server_still_spends_the_attempts() {
     let (count, report) = run(503, 20);
     assert_eq!(count, None, "{report}");
     assert!(report.stats.sinks[0].retry_exhausted > 0, "{report}");
+}
+
+#[test]
+fn a_series_write_throttled_longer_than_the_retry_policy_is_not_given_up() {
+    let (count, report) = run_events_v1(429, 8);
+    let series = report.stats.sink_events_v1("api").expect("series chain");
+    assert_eq!(count, Some(5), "{report}");
+    assert_eq!(series.retry_exhausted, 0, "{report}");
+    assert!(report.completed, "{report}");
+}
+
+#[test]
+fn a_failing_server_still_spends_the_series_attempts() {
+    let (count, report) = run_events_v1(503, 40);
+    let series = report.stats.sink_events_v1("api").expect("series chain");
+    assert_ne!(count, Some(5), "{report}");
+    assert!(series.retry_exhausted > 0, "{report}");
 }

@@ -232,7 +232,7 @@ impl WriteBudget {
             let object = scope.object();
             if let Some(&until) = st.objects.get(&object) {
                 if now < until {
-                    return Admit::Wait(until - now, Deferral::RetryAfter);
+                    return Admit::Hold(until - now, Deferral::RetryAfter);
                 }
                 st.objects.remove(&object);
             }
@@ -245,7 +245,7 @@ impl WriteBudget {
             .get_mut(scope.namespace)
             .and_then(|ns| ns.wait(now))
         {
-            return Admit::Wait(wait, why);
+            return Admit::Hold(wait, why);
         }
         if f64::from(self.0.in_flight.load(Ordering::Relaxed)) >= st.in_flight_limit {
             return Admit::Wait(Duration::from_millis(10), Deferral::InFlight);
@@ -440,7 +440,15 @@ mod tests {
     fn waits(b: &WriteBudget, scope: WriteScope<'_>) -> (Duration, Deferral) {
         match b.admit(scope) {
             Admit::Wait(d, why) => (d, why),
-            Admit::Go(p) => panic!("expected a wait, got {p:?}"),
+            w => panic!("expected a wait, got {w:?}"),
+        }
+    }
+
+    /// A wait scoped to the write's namespace or object (others may go meanwhile).
+    fn holds(b: &WriteBudget, scope: WriteScope<'_>) -> (Duration, Deferral) {
+        match b.admit(scope) {
+            Admit::Hold(d, why) => (d, why),
+            w => panic!("expected a scoped wait, got {w:?}"),
         }
     }
 
@@ -602,7 +610,7 @@ mod tests {
         let p = go(&b, NS);
         b.report(p, limited("Namespace"), NS);
         // The namespace's own bucket is empty: its next write waits; the other goes.
-        assert_eq!(waits(&b, NS).1, Deferral::Rate);
+        assert_eq!(holds(&b, NS).1, Deferral::Rate);
         drop(go(&b, other_ns));
         assert_eq!(b.snapshot().rate, 200.0, "the budget's rate is unchanged");
 
@@ -617,7 +625,7 @@ mod tests {
         let p = go(&b, obj);
         b.report(p, limited("SourceAndObject"), obj);
         assert_eq!(
-            waits(&b, obj),
+            holds(&b, obj),
             (Duration::from_secs(1), Deferral::RetryAfter)
         );
         drop(go(&b, same_ns_other_object));

@@ -44,8 +44,13 @@ impl Drop for Permit {
 pub(crate) enum Admit {
     /// Make the request, holding the permit until its answer is reported.
     Go(Permit),
-    /// Ask again after this long.
+    /// Ask again after this long: the budget's rate, the circuit or the writes in flight
+    /// (every write waits too).
     Wait(Duration, Deferral),
+    /// Ask again after this long: a pause scoped to this write's namespace or object (a
+    /// `Namespace` or `SourceAndObject` 429). Writes to other scopes may go meanwhile, so
+    /// the write gives its place among the writes in flight up while it waits.
+    Hold(Duration, Deferral),
 }
 
 /// What a request's answer says about the apiserver.

@@ -14,11 +14,16 @@
 //! skipped.
 //!
 //! **Budget**: before every attempt the engine asks the chain's [`WriteBudget`]; when it says
-//! wait, the key is parked (it keeps its place among the writes in flight) and one timer per
-//! actor wakes the engine up. A parked write has not started, so it keeps absorbing newer
-//! ones.
+//! wait (its rate, the circuit, the writes in flight: every write waits), the key is parked
+//! (it keeps its place among the writes in flight) and one timer per actor wakes the engine
+//! up. When it says hold (a pause scoped to the write's namespace or object, after a
+//! `Namespace` or `SourceAndObject` 429), the key gives its place among the writes in flight
+//! up and waits aside until the pause ends, so writes to other namespaces and objects go on
+//! at full speed: a throttled scope holds nobody else up. A parked or held write has not
+//! started, so it keeps absorbing newer ones.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +98,9 @@ pub(crate) struct KeyedWriter<W> {
     budget: WriteBudget,
     /// Keys in flight whose next attempt waits for the budget, in the order they parked.
     parked: VecDeque<Key>,
+    /// Keys whose head write waits for a pause scoped to its namespace or object, not in
+    /// flight (their place among the writes in flight given up), earliest end first.
+    held: BinaryHeap<Reverse<(Instant, Key)>>,
     /// The timer that wakes the engine for the budget: when it fires and its handle.
     wake: Option<(Instant, SpawnHandle)>,
 }
@@ -111,6 +119,7 @@ impl<W: Coalesce> KeyedWriter<W> {
             coalesce,
             budget,
             parked: VecDeque::new(),
+            held: BinaryHeap::new(),
             wake: None,
         }
     }
@@ -169,10 +178,22 @@ impl<W> KeyedWriter<W> {
         }
     }
 
-    /// The next key whose head write may start now (marked in flight), if any.
-    fn next(&mut self) -> Option<Key> {
+    /// The next key whose head write may start now (marked in flight), if any: a held key
+    /// whose pause has ended first, then the ready keys in order.
+    fn next(&mut self, now: Instant) -> Option<Key> {
         while self.active < self.max_in_flight {
-            let key = self.ready.pop_front()?;
+            let due = self
+                .held
+                .peek()
+                .is_some_and(|Reverse((until, _))| *until <= now);
+            let key = if due {
+                let Some(Reverse((_, key))) = self.held.pop() else {
+                    continue;
+                };
+                key
+            } else {
+                self.ready.pop_front()?
+            };
             match self.keys.get_mut(&key) {
                 Some(q) if !q.active && !q.jobs.is_empty() => {
                     q.active = true;
@@ -194,6 +215,17 @@ impl<W> KeyedWriter<W> {
     /// for an attempt's delay, budget and count.
     fn head_and_budget(&mut self, key: &Key) -> Option<(&mut Job<W>, &mut WriteBudget)> {
         Some((head(&mut self.keys, key)?, &mut self.budget))
+    }
+
+    /// Takes `key` (in flight, its head write held by a scoped pause until `until`) out of
+    /// the writes in flight: other keys may start in its place.
+    fn hold(&mut self, key: Key, until: Instant) {
+        if let Some(q) = self.keys.get_mut(&key)
+            && std::mem::replace(&mut q.active, false)
+        {
+            self.active = self.active.saturating_sub(1);
+        }
+        self.held.push(Reverse((until, key)));
     }
 
     /// Ends `key`'s head write: its slot is given back at the end of the handler call and
@@ -285,6 +317,7 @@ impl<W> KeyedWriter<W> {
         self.keys.clear();
         self.ready.clear();
         self.parked.clear();
+        self.held.clear();
         self.active = 0;
         self.len = 0;
         n
@@ -305,9 +338,9 @@ impl<W> KeyedWriter<W> {
         self.active
     }
 
-    /// Nothing in flight and nothing ready to start.
+    /// Nothing in flight, nothing ready to start and nothing held.
     pub(crate) fn is_idle(&self) -> bool {
-        self.active == 0 && self.ready.is_empty()
+        self.active == 0 && self.ready.is_empty() && self.held.is_empty()
     }
 }
 
@@ -357,28 +390,53 @@ pub(crate) trait KeyedWrites: Actor<Context = Context<Self>> {
     fn pumped(&mut self, _ctx: &mut Context<Self>) {}
 }
 
-/// Starts head writes of parked keys (first) and of ready keys while the concurrency bound
-/// and the budget allow, then gives back the slots of finished writes and calls
-/// [`KeyedWrites::pumped`].
+/// Starts head writes of parked keys (first), of held keys whose pause has ended and of
+/// ready keys while the concurrency bound and the budget allow, then gives back the slots of
+/// finished writes, makes sure the engine wakes up when the next held key's pause ends and
+/// calls [`KeyedWrites::pumped`].
 pub(crate) fn pump<A: KeyedWrites>(act: &mut A, ctx: &mut Context<A>) {
-    while !act.paused() {
+    // Whether nothing more may start now: paused, or the budget holds every write (its
+    // timer is armed).
+    let mut blocked = false;
+    loop {
+        if act.paused() {
+            blocked = true;
+            break;
+        }
         let w = act.writer();
-        let Some(key) = w.parked.pop_front().or_else(|| w.next()) else {
+        let Some(key) = w.parked.pop_front().or_else(|| w.next(Instant::now())) else {
             break;
         };
         if !drive(act, key, ctx) {
+            blocked = true;
             break;
         }
     }
-    act.writer().released.release();
+    let w = act.writer();
+    w.released.release();
+    // The next held key's pause: a timer for it if it still runs; if it has just ended, a
+    // wake-up now only if a place in flight is free (else the next write to end pumps, and a
+    // timer due now would spin while every place is taken or the budget holds everything).
+    let now = Instant::now();
+    if let Some(Reverse((until, _))) = w.held.peek() {
+        let wait = until.saturating_duration_since(now);
+        if !wait.is_zero() || (!blocked && w.active < w.max_in_flight) {
+            wake_within(act, wait, ctx);
+        }
+    }
     act.pumped(ctx);
 }
 
 /// Parks `key` (in flight, waiting for the budget) and makes sure the engine wakes up
 /// within `wait`.
 fn park<A: KeyedWrites>(act: &mut A, key: Key, wait: Duration, ctx: &mut Context<A>) {
+    act.writer().parked.push_front(key);
+    wake_within(act, wait, ctx);
+}
+
+/// Makes sure the engine's timer fires (and pumps) within `wait`.
+fn wake_within<A: KeyedWrites>(act: &mut A, wait: Duration, ctx: &mut Context<A>) {
     let w = act.writer();
-    w.parked.push_front(key);
     let at = Instant::now() + wait;
     if let Some((when, h)) = w.wake {
         if when <= at {
@@ -426,6 +484,16 @@ fn drive<A: KeyedWrites>(act: &mut A, key: Key, ctx: &mut Context<A>) -> bool {
                 }
                 park(act, key, wait, ctx);
                 return false;
+            }
+            Admit::Hold(wait, why) => {
+                if !std::mem::replace(&mut job.deferred, true) {
+                    budget.counters().deferred(why);
+                    tracing::debug!(budget = %budget.name(), event = %key, ?wait, reason = ?why,
+                        "write waits for a pause of its namespace or object");
+                }
+                act.writer().hold(key, Instant::now() + wait);
+                wake_within(act, wait, ctx);
+                return true;
             }
         }
         job.attempts += 1;
