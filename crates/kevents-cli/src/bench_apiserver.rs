@@ -55,10 +55,7 @@ pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
         let sim;
         let (config, server) = match &args.kubeconfig {
             Some(path) => {
-                let t = KubeTarget {
-                    kubeconfig: path.clone(),
-                    context: args.context.clone(),
-                };
+                let t = KubeTarget::new(path.clone(), args.context.clone());
                 let config = t.config().await?;
                 let version = cluster::probe_server(&config).await?;
                 t.ensure_namespace(&args.namespace);

@@ -109,12 +109,9 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     }
     let config = match &args.kubeconfig {
         Some(path) => {
-            KubeTarget {
-                kubeconfig: path.clone(),
-                context: args.context.clone(),
-            }
-            .config()
-            .await?
+            KubeTarget::new(path.clone(), args.context.clone())
+                .config()
+                .await?
         }
         None => {
             let config = HttpConfig::infer()

@@ -97,6 +97,50 @@ impl HttpConfig {
         .await
     }
 
+    /// A kubeconfig file already read, `bytes` being the content of `path` (read once, e.g.
+    /// with [`read_credential_file`](crate::read_credential_file)): the file is not read
+    /// again, so a pipe (`/dev/stdin`), a FIFO or a process substitution (`<(...)`) works.
+    /// Decoded and parsed as [`from_kubeconfig`](Self::from_kubeconfig) does; relative paths
+    /// in it are relative to the directory of `path`; errors name `path`. More than
+    /// [`MAX_KUBECONFIG_BYTES`] is [`ConfigError::TooLarge`].
+    ///
+    /// ```
+    /// # tokio_test_block_on(async {
+    /// use std::path::Path;
+    /// let yaml = b"apiVersion: v1
+    /// kind: Config
+    /// clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]
+    /// users: [{name: u, user: {token: s3cr3t}}]
+    /// contexts: [{name: x, context: {cluster: c, user: u, namespace: ns}}]
+    /// current-context: x
+    /// ".to_vec();
+    /// let config = kevents_http::HttpConfig::from_kubeconfig_bytes(
+    ///     yaml, Path::new("/dev/stdin"), None).await.unwrap();
+    /// assert_eq!(config.default_namespace, "ns");
+    /// # });
+    /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) }
+    /// ```
+    pub async fn from_kubeconfig_bytes(
+        bytes: Vec<u8>,
+        path: &Path,
+        context: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        let path = path.to_owned();
+        let context = context.map(str::to_owned);
+        bounded_load(
+            format!("the files named by kubeconfig {}", path.display()),
+            move || {
+                let loaded = Loaded {
+                    config: kubeconfig_from_bytes(bytes, &path)?,
+                    origin: path.display().to_string(),
+                };
+                from_loaded(loaded, context.as_deref())
+            },
+        )
+        .await
+    }
+
     /// A kubeconfig given as YAML text (relative file paths in it are relative to the
     /// current directory; errors name it `(kubeconfig text)`).
     ///
@@ -260,7 +304,19 @@ fn is_not_found(e: &ConfigError) -> bool {
 /// a byte order mark, as kubectl accepts), parsed, relative paths made relative to its
 /// directory.
 fn read_kubeconfig_file(path: &Path) -> Result<Kubeconfig, ConfigError> {
-    let bytes = read_capped("kubeconfig", path, MAX_KUBECONFIG_BYTES)?;
+    kubeconfig_from_bytes(read_capped("kubeconfig", path, MAX_KUBECONFIG_BYTES)?, path)
+}
+
+/// A kubeconfig already read from `path`: decoded, parsed, relative paths made relative to
+/// the directory of `path` (the file itself is not read again).
+fn kubeconfig_from_bytes(bytes: Vec<u8>, path: &Path) -> Result<Kubeconfig, ConfigError> {
+    if bytes.len() as u64 > MAX_KUBECONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            what: "kubeconfig",
+            path: path.to_owned(),
+            limit: MAX_KUBECONFIG_BYTES,
+        });
+    }
     let text = decode_text(bytes).map_err(|source| ConfigError::Read {
         what: "kubeconfig",
         path: path.to_owned(),
@@ -575,10 +631,7 @@ fn apply_user(
     } else if let Some(token) = token {
         out.auth = Auth::Bearer(token);
     } else if let Some(path) = a.token_file.filter(|p| !p.is_empty()) {
-        out.auth = Auth::BearerFile {
-            path: PathBuf::from(path),
-            refresh: DEFAULT_TOKEN_REFRESH,
-        };
+        out.auth = token_file_auth(PathBuf::from(path))?;
     } else if let (Some(username), Some(password)) = (a.username, a.password) {
         out.auth = Auth::Basic { username, password };
     } else {
@@ -628,6 +681,32 @@ fn apply_user(
     Ok(())
 }
 
+/// A token file's credentials: a regular file is re-read when it may have rotated
+/// ([`Auth::BearerFile`]); anything else (a pipe, `/dev/stdin`, a FIFO, a process
+/// substitution) can be read only once, so it is read now, once, and its token kept
+/// ([`Auth::Bearer`]).
+fn token_file_auth(path: PathBuf) -> Result<Auth, ConfigError> {
+    if std::fs::metadata(&path).map_or(true, |m| m.is_file()) {
+        // A regular file, or one missing now (reported at the first request, as before).
+        return Ok(Auth::BearerFile {
+            path,
+            refresh: DEFAULT_TOKEN_REFRESH,
+        });
+    }
+    let bytes = read_capped("token file", &path, MAX_TOKEN_FILE_BYTES)?;
+    let invalid = |what: &str| ConfigError::Read {
+        what: "token file",
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, what),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text"))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(invalid("empty"));
+    }
+    Ok(Auth::Bearer(token.to_owned().into()))
+}
+
 /// The in-cluster configuration from the service-account directory `dir` and the service
 /// host and port.
 fn incluster_from(
@@ -667,10 +746,7 @@ fn incluster_from(
     if out.default_namespace.is_empty() {
         out.default_namespace = "default".into();
     }
-    out.auth = Auth::BearerFile {
-        path: dir.join("token"),
-        refresh: DEFAULT_TOKEN_REFRESH,
-    };
+    out.auth = token_file_auth(dir.join("token"))?;
     out.validate_as("in-cluster config")?;
     Ok(out)
 }

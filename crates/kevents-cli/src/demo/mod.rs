@@ -157,10 +157,7 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     cluster::validate_namespace(&namespace)?;
     let (target, config, server, version) = match &args.kubeconfig {
         Some(path) => {
-            let t = KubeTarget {
-                kubeconfig: path.clone(),
-                context: args.context.clone(),
-            };
+            let t = KubeTarget::new(path.clone(), args.context.clone());
             let config = t.config().await?;
             let version = cluster::probe_server(&config).await?;
             t.ensure_namespace(&namespace);
