@@ -59,10 +59,10 @@ pub struct DemoArgs {
     #[arg(long)]
     pub namespace: Option<String>,
     /// Real milliseconds spent per simulated minute (0: as fast as the pipeline goes).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 100, value_parser = crate::bounds::parse::demo_pace_ms)]
     pub pace_ms: u64,
     /// Longest message shown in the table (characters).
-    #[arg(long, default_value_t = 90)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 90, value_parser = crate::bounds::parse::demo_width)]
     pub width: usize,
 }
 
