@@ -165,8 +165,10 @@ impl HttpConfig {
         yaml: &str,
         context: Option<&str>,
     ) -> Result<Self, ConfigError> {
+        let config = parse_kubeconfig(yaml, YAML_TEXT)?;
+        refuse_duplicate_names(&config, YAML_TEXT)?;
         let loaded = Loaded {
-            config: parse_kubeconfig(yaml, YAML_TEXT)?,
+            config,
             origin: YAML_TEXT.to_owned(),
         };
         let context = context.map(str::to_owned);
@@ -323,6 +325,7 @@ fn kubeconfig_from_bytes(bytes: Vec<u8>, path: &Path) -> Result<Kubeconfig, Conf
         source,
     })?;
     let mut config = parse_kubeconfig(&text, &path.display().to_string())?;
+    refuse_duplicate_names(&config, &path.display().to_string())?;
     if let Some(dir) = path.parent() {
         absolutize(&mut config, dir);
     }
@@ -438,6 +441,40 @@ fn absolutize(config: &mut Kubeconfig, dir: &Path) {
             }
         }
     }
+}
+
+/// Refuses a kubeconfig file that names two clusters, users or contexts alike, as client-go
+/// does (`duplicate name "x" in list`): which one was meant is not known.
+fn refuse_duplicate_names(config: &Kubeconfig, origin: &str) -> Result<(), ConfigError> {
+    fn first_duplicate<'a>(names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+        let mut seen = std::collections::HashSet::new();
+        names.into_iter().find(|n| !seen.insert(*n))
+    }
+    let lists = [
+        (
+            "clusters",
+            first_duplicate(config.clusters.iter().map(|c| c.name.as_str())),
+        ),
+        (
+            "users",
+            first_duplicate(config.auth_infos.iter().map(|a| a.name.as_str())),
+        ),
+        (
+            "contexts",
+            first_duplicate(config.contexts.iter().map(|c| c.name.as_str())),
+        ),
+    ];
+    for (list, duplicate) in lists {
+        if let Some(name) = duplicate {
+            return Err(ConfigError::Kubeconfig {
+                file: origin.to_owned(),
+                field: format!("{list}[{:?}]", sanitize_server_text_to(name, 100)),
+                problem: "named twice in the file (client-go refuses it too): rename or remove one"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The configuration of `context` (or the current one) of a loaded kubeconfig.
@@ -613,11 +650,9 @@ fn apply_user(
         });
     }
     let token = a.token.filter(|t| !t.expose_secret().trim().is_empty());
+    let token_file = a.token_file.filter(|p| !p.is_empty());
     if let Some(exec) = a.exec {
-        if token.is_some()
-            || a.token_file.as_deref().is_some_and(|p| !p.is_empty())
-            || a.username.is_some()
-        {
+        if token.is_some() || token_file.is_some() || a.username.is_some() {
             return Err(ConfigError::Conflict {
                 origin: format!("{origin}.exec"),
                 problem: "an exec credential plugin together with token, tokenFile or username/password: keep only one of them".into(),
@@ -628,10 +663,20 @@ fn apply_user(
             source,
         })?;
         out.auth = Auth::Exec(Box::new(exec));
+    } else if (token.is_some() || token_file.is_some())
+        && (a.username.as_deref().is_some_and(|u| !u.is_empty()) || a.password.is_some())
+    {
+        // client-go: "more than one authentication method found for ...; found [token
+        // basicAuth], only one is allowed".
+        return Err(ConfigError::Conflict {
+            origin: origin.to_owned(),
+            problem: "more than one authentication method (token or tokenFile, and username/password): keep only one of them".into(),
+        });
+    } else if let Some(path) = token_file {
+        // client-go: a tokenFile wins over an inline token (and is read again as it rotates).
+        out.auth = token_file_auth(PathBuf::from(path))?;
     } else if let Some(token) = token {
         out.auth = Auth::Bearer(token);
-    } else if let Some(path) = a.token_file.filter(|p| !p.is_empty()) {
-        out.auth = token_file_auth(PathBuf::from(path))?;
     } else if let (Some(username), Some(password)) = (a.username, a.password) {
         out.auth = Auth::Basic { username, password };
     } else {

@@ -665,3 +665,76 @@ async fn endless_local_files_are_refused_at_their_limit() {
     );
     assert_eq!(sim.stats().requests, 0);
 }
+
+/// Kubeconfig leniency against client-go (issue 36): a `tokenFile` wins over an inline
+/// `token` (client-go sends the file's, and follows its rotation); a token together with
+/// username/password is "more than one authentication method"; a cluster, user or context
+/// named twice in a file is refused (client-go: `duplicate name "x" in list`), not "the first
+/// wins".
+#[tokio::test]
+async fn kubeconfig_credentials_and_names_as_client_go_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "from-the-file\n").unwrap();
+    let head = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n";
+    let tail = "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+
+    let both = format!(
+        "{head}users: [{{name: u, user: {{token: inline-s3cr3t, tokenFile: {}}}}}]\n{tail}",
+        token_file.display()
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&both, None).await.unwrap();
+    assert!(
+        matches!(&config.auth, kevents_http::Auth::BearerFile { path, .. } if path == &token_file),
+        "{:?}",
+        config.auth
+    );
+
+    let basic = format!(
+        "{head}users: [{{name: u, user: {{token: inline-s3cr3t, username: admin, password: pa55w0rd}}}}]\n{tail}"
+    );
+    let err = HttpConfig::from_kubeconfig_yaml(&basic, None)
+        .await
+        .unwrap_err();
+    let text = shown(&err);
+    assert!(matches!(err, ConfigError::Conflict { .. }), "{text}");
+    assert!(
+        text.contains("more than one authentication method"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("inline-s3cr3t") && !text.contains("pa55w0rd"),
+        "{text}"
+    );
+
+    for (list, yaml) in [
+        (
+            "contexts",
+            format!(
+                "{head}users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}, {{name: x, context: {{cluster: c, user: u, namespace: other}}}}]\ncurrent-context: x\n"
+            ),
+        ),
+        (
+            "users",
+            format!(
+                "{head}users: [{{name: u, user: {{}}}}, {{name: u, user: {{token: t}}}}]\n{tail}"
+            ),
+        ),
+        (
+            "clusters",
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}, {{name: c, cluster: {{server: \"https://127.0.0.1:2\"}}}}]\nusers: [{{name: u, user: {{}}}}]\n{tail}"
+            ),
+        ),
+    ] {
+        let err = HttpConfig::from_kubeconfig_yaml(&yaml, None)
+            .await
+            .unwrap_err();
+        let text = shown(&err);
+        assert!(
+            matches!(&err, ConfigError::Kubeconfig { field, .. } if field.starts_with(list)),
+            "{list}: {text}"
+        );
+        assert!(text.contains("named twice"), "{list}: {text}");
+    }
+}
