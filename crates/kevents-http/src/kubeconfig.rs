@@ -738,7 +738,25 @@ fn token_file_auth(path: PathBuf) -> Result<Auth, ConfigError> {
             refresh: DEFAULT_TOKEN_REFRESH,
         });
     }
-    let bytes = read_capped("token file", &path, MAX_TOKEN_FILE_BYTES)?;
+    // On a thread of its own, waited for a second less than the whole load: a FIFO without
+    // a writer is reported as this token file, not as the kubeconfig.
+    let wait = CREDENTIAL_FILE_TIMEOUT.saturating_sub(std::time::Duration::from_secs(1));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reading = path.clone();
+    std::thread::Builder::new()
+        .name("kevents-token-file".into())
+        .spawn(move || {
+            let _ = tx.send(read_capped("token file", &reading, MAX_TOKEN_FILE_BYTES));
+        })
+        .map_err(|source| ConfigError::Read {
+            what: "token file",
+            path: path.clone(),
+            source,
+        })?;
+    let bytes = rx.recv_timeout(wait).map_err(|_| ConfigError::Stalled {
+        what: format!("token file {}", path.display()),
+        after: wait,
+    })??;
     let invalid = |what: &str| ConfigError::Read {
         what: "token file",
         path: path.clone(),
