@@ -433,10 +433,11 @@ async fn server_text_reaches_errors_and_logs_escaped_and_bounded() {
         status.details.as_ref().unwrap().causes[0].message,
         "\\u{1b}[31mbad gateway\\r\\n\\u{1b}[0m"
     );
-    // A 2xx that is no Event, its kind full of escapes.
+    // A 2xx that is no Event, its kind full of escapes, to a read (to a write it counts as
+    // stored as sent, `an_undecodable_2xx_answer_to_a_write_counts_as_stored_as_sent`).
     sim.set_faults(Faults {
         error: Some(ErrorFault {
-            code: 201,
+            code: 200,
             retry_after: None,
             times: 1,
             body: FaultBody::Json(r#"{"kind":"\u001b[2J\r\nEvil"}"#.into()),
@@ -444,7 +445,11 @@ async fn server_text_reaches_errors_and_logs_escaped_and_bounded() {
         }),
         ..Faults::none()
     });
-    let err = sink.create(&event("esc.3")).await.unwrap_err();
+    let err = sink
+        .requests()
+        .get_event("default", "esc.3")
+        .await
+        .unwrap_err();
     assert!(matches!(err, SinkError::UnexpectedObject(_)), "{err:?}");
     assert_printable(&err.to_string());
     // Nothing the server sent reached the logs raw.
