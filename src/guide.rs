@@ -43,6 +43,8 @@ pub mod export {}
 pub mod replay_format {}
 #[doc = include_str!("../docs/benchmarks.md")]
 pub mod benchmarks {}
+#[doc = include_str!("../docs/cli-bounds.md")]
+pub mod cli_bounds {}
 #[doc = include_str!("../docs/dependencies.md")]
 pub mod dependencies {}
 #[doc = include_str!("../docs/publishing.md")]

@@ -103,7 +103,8 @@ pub use pipeline::{
     WatcherHandle, terminated,
 };
 pub use policy::{
-    Classifier, DEFAULT_OVERFLOW_ENTRIES, FatalFn, IntakePolicy, RetryPolicy, WatcherPolicy,
+    Classifier, DEFAULT_OVERFLOW_ENTRIES, FatalFn, IntakePolicy, PolicyError, RetryPolicy,
+    WatcherPolicy,
 };
 pub use queue::{DEFAULT_INTAKE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES};
 pub use recorder::{

@@ -61,7 +61,51 @@ impl Default for IntakePolicy {
     }
 }
 
+/// A queue bound that cannot work: a zero capacity or a zero overflow table, which would
+/// drop (or merge) almost every event. [`PipelineBuilder::try_start`](crate::PipelineBuilder::try_start)
+/// refuses it ([`StartError::Policy`](crate::StartError::Policy)).
+///
+/// ```
+/// use kevents_actors::{IntakePolicy, PolicyError, WatcherPolicy};
+/// assert_eq!(
+///     WatcherPolicy::DropIfFull { capacity: 0 }.check(),
+///     Err(PolicyError { field: "capacity" }),
+/// );
+/// assert!(IntakePolicy::default().check().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{field} must be at least 1 (got 0)")]
+pub struct PolicyError {
+    /// The field that is 0: `capacity` or `overflow`.
+    pub field: &'static str,
+}
+
+/// `Err` naming the first of `fields` that is 0.
+fn at_least_one(fields: &[(&'static str, usize)]) -> Result<(), PolicyError> {
+    match fields.iter().find(|f| f.1 == 0) {
+        Some(&(field, _)) => Err(PolicyError { field }),
+        None => Ok(()),
+    }
+}
+
 impl IntakePolicy {
+    /// Whether this bound can work: every capacity and overflow table at least 1.
+    ///
+    /// ```
+    /// use kevents_actors::IntakePolicy;
+    /// assert!(IntakePolicy::CoalesceIfFull { capacity: 1, overflow: 0 }.check().is_err());
+    /// assert!(IntakePolicy::Unbounded.check().is_ok());
+    /// ```
+    pub fn check(&self) -> Result<(), PolicyError> {
+        match *self {
+            IntakePolicy::DropIfFull { capacity } => at_least_one(&[("capacity", capacity)]),
+            IntakePolicy::Unbounded => Ok(()),
+            IntakePolicy::CoalesceIfFull { capacity, overflow } => {
+                at_least_one(&[("capacity", capacity), ("overflow", overflow)])
+            }
+        }
+    }
+
     /// `drop_if_full`, `unbounded` or `coalesce_if_full`.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -80,7 +124,6 @@ impl IntakePolicy {
 /// use kevents_actors::WatcherPolicy;
 /// let p = WatcherPolicy::DropIfFull { capacity: 1000 };
 /// assert_eq!(p.capacity(), 1000);
-/// assert_eq!(WatcherPolicy::Backpressure { capacity: 0 }.capacity(), 1); // at least one slot
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatcherPolicy {
@@ -138,7 +181,26 @@ impl WatcherPolicy {
         }
     }
 
-    /// The number of slots (at least 1).
+    /// Whether this bound can work: the capacity and overflow table at least 1.
+    ///
+    /// ```
+    /// use kevents_actors::WatcherPolicy;
+    /// assert!(WatcherPolicy::Backpressure { capacity: 0 }.check().is_err());
+    /// assert!(WatcherPolicy::sink_default().check().is_ok());
+    /// ```
+    pub fn check(&self) -> Result<(), PolicyError> {
+        match *self {
+            WatcherPolicy::DropIfFull { capacity } | WatcherPolicy::Backpressure { capacity } => {
+                at_least_one(&[("capacity", capacity)])
+            }
+            WatcherPolicy::CoalesceIfFull { capacity, overflow } => {
+                at_least_one(&[("capacity", capacity), ("overflow", overflow)])
+            }
+        }
+    }
+
+    /// The number of slots (at least 1: a pipeline refuses a zero capacity when it starts,
+    /// [`check`](Self::check)).
     pub fn capacity(&self) -> usize {
         let c = match *self {
             WatcherPolicy::DropIfFull { capacity }

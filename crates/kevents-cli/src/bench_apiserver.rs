@@ -34,10 +34,10 @@ pub struct ApiserverArgs {
     pub namespace: String,
     /// Writes in flight at once across different events (`SinkOptions::max_in_flight`;
     /// default: the library's, 16).
-    #[arg(long, default_value_t = SinkOptions::default().max_in_flight)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = SinkOptions::default().max_in_flight, value_parser = crate::bounds::parse::apiserver_max_in_flight)]
     pub max_in_flight: usize,
     /// Runs (one JSON line each).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::apiserver_runs)]
     pub runs: usize,
     /// Keep the namespace's existing events (by default they are deleted first, so that the
     /// read-back counts only this run's).
@@ -55,10 +55,7 @@ pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
         let sim;
         let (config, server) = match &args.kubeconfig {
             Some(path) => {
-                let t = KubeTarget {
-                    kubeconfig: path.clone(),
-                    context: args.context.clone(),
-                };
+                let t = KubeTarget::new(path.clone(), args.context.clone());
                 let config = t.config().await?;
                 let version = cluster::probe_server(&config).await?;
                 t.ensure_namespace(&args.namespace);

@@ -16,10 +16,10 @@ pub struct CorrelatorArgs {
     #[arg(long, default_value = "hot")]
     workload: String,
     /// Runs (one JSON line each).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::correlator_runs)]
     runs: usize,
     /// Override the number of occurrences.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::bounds::parse::correlator_n)]
     n: Option<usize>,
 }
 

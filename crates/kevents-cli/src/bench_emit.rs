@@ -25,10 +25,10 @@ pub struct EmitArgs {
     #[arg(long, default_value = "hot")]
     pub workload: String,
     /// Runs (one JSON line each).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::emit_runs)]
     pub runs: usize,
     /// Calls of each kind per run (default: the workload's n).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::bounds::parse::emit_n)]
     pub n: Option<usize>,
 }
 

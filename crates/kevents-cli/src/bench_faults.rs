@@ -21,14 +21,14 @@ use crate::cluster::{Totals, wait_idle};
 #[derive(Args, Debug, Clone)]
 pub struct FaultsArgs {
     /// How long the apiserver refuses connections.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 60, value_parser = crate::bounds::parse::faults_outage_secs)]
     pub outage_secs: u64,
     /// Seconds of normal operation before the outage (the latency baseline).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 5, value_parser = crate::bounds::parse::faults_baseline_secs)]
     pub baseline_secs: u64,
     /// Occurrences per second emitted before and during the outage (workload `api`'s
     /// occurrences, in order, wrapping around).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 50, value_parser = crate::bounds::parse::faults_rate)]
     pub rate: u64,
     /// `coalesce`: the library's defaults (coalesce-if-full intake and sink queue of 1 000,
     /// coalescing writes, the write budget and its circuit breaker); `drop`: drop-if-full

@@ -47,19 +47,19 @@ pub struct PipelineArgs {
     #[arg(long, value_enum, default_value = "drop")]
     pub policy: Policy,
     /// Runs (one JSON line each; run separate processes for independent peak RSS figures).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::pipeline_runs)]
     pub runs: usize,
     /// Override the number of occurrences.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::bounds::parse::pipeline_n)]
     pub n: Option<usize>,
     /// Intake capacity for `--policy drop` and `--policy coalesce`.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1000, value_parser = crate::bounds::parse::pipeline_intake_capacity)]
     pub intake_capacity: usize,
     /// Overflow table entries (intake and sink watcher) for `--policy coalesce`.
-    #[arg(long, default_value_t = kevents_actors::DEFAULT_OVERFLOW_ENTRIES)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = kevents_actors::DEFAULT_OVERFLOW_ENTRIES, value_parser = crate::bounds::parse::pipeline_overflow)]
     pub overflow: usize,
     /// Sink watcher queue capacity (both policies).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1000, value_parser = crate::bounds::parse::pipeline_watcher_capacity)]
     pub watcher_capacity: usize,
     /// Run the sink chain's correlator on its own arbiter thread (`true`) or on the same
     /// thread as the recorder and the broadcaster (`false`).

@@ -6,6 +6,7 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use kevents_core::events_v1::{ClusterScopedNamespace, Reporter};
@@ -14,6 +15,10 @@ use kevents_http::{HttpConfig, HttpSink};
 
 use crate::cluster::{self, Failure, FailureKind, KubeTarget};
 use crate::doctor_rbac;
+
+/// How long doctor waits for all its access reviews together (and, apart, for the question
+/// of who the identity is): a server that does not answer within it is exit code 3.
+const REVIEWS_DEADLINE: Duration = cluster::PROBE_TIMEOUT;
 
 /// Which event API the recorder will use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,12 +114,9 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     }
     let config = match &args.kubeconfig {
         Some(path) => {
-            KubeTarget {
-                kubeconfig: path.clone(),
-                context: args.context.clone(),
-            }
-            .config()
-            .await?
+            KubeTarget::new(path.clone(), args.context.clone())
+                .config()
+                .await?
         }
         None => {
             let config = HttpConfig::infer()
@@ -152,11 +154,24 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
         ClusterNamespace::KubeSystem => ClusterScopedNamespace::KubeSystem,
         ClusterNamespace::Default => ClusterScopedNamespace::Default,
     };
-    let report = sink
-        .requests()
-        .preflight(&plan)
-        .await
-        .map_err(|e| Failure::new(FailureKind::Config, e))?;
+    // One deadline for all the reviews together (not one per request: against a server
+    // that never answers, `-n a1 -n a2 -n a3` was 80 s of silence, then exit 4).
+    let report =
+        match actix_rt::time::timeout(REVIEWS_DEADLINE, sink.requests().preflight(&plan)).await {
+            Ok(report) => report.map_err(|e| Failure::new(FailureKind::Config, e))?,
+            Err(_) => {
+                return Err(Failure::new(
+                    FailureKind::Unreachable,
+                    format!(
+                        "the apiserver at {} did not answer the access reviews within {} s \
+                     (SelfSubjectAccessReview): nothing is known about the permissions",
+                        cluster::one_line(sink.base_url().as_ref()),
+                        REVIEWS_DEADLINE.as_secs()
+                    ),
+                )
+                .into());
+            }
+        };
     let header = format!(
         "kevents doctor: {} (kube-apiserver {})\n{}",
         cluster::one_line(sink.base_url().as_ref()),
@@ -166,7 +181,17 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     let subject = if report.is_ok() {
         None
     } else {
-        Some(doctor_rbac::who_am_i(&sink.requests()).await)
+        let requests = sink.requests();
+        Some(
+            actix_rt::time::timeout(REVIEWS_DEADLINE, doctor_rbac::who_am_i(&requests))
+                .await
+                .unwrap_or_else(|_| {
+                    doctor_rbac::Subject::Unknown(format!(
+                        "SelfSubjectReview did not answer within {} s",
+                        REVIEWS_DEADLINE.as_secs()
+                    ))
+                }),
+        )
     };
     match args.output {
         Output::Text => {

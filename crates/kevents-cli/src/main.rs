@@ -7,6 +7,7 @@ mod bench_correlator;
 mod bench_emit;
 mod bench_faults;
 mod bench_pipeline;
+mod bounds;
 mod cluster;
 mod counting_sink;
 mod demo;
@@ -158,6 +159,169 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             eprintln!("kevents: {}", error_text(&e));
             std::process::ExitCode::from(cluster::exit_code(&e))
+        }
+    }
+}
+
+/// The flag walk (issue 36): every numeric flag of every subcommand, found through clap's
+/// introspection (a new flag is walked without being listed), parsed with 0, 1, its maximum,
+/// the maximum plus one, u64::MAX, a negative, a non-number and nothing: never a panic; a
+/// value in its range parses, any other value is a usage error (exit code 2) whose message
+/// names the range. Only the parse runs (a run with the maximum could take hours).
+#[cfg(test)]
+mod flag_walk {
+    use super::Cli;
+    use crate::bounds::{self, Bound};
+    use clap::{CommandFactory as _, Parser as _};
+    use std::any::TypeId;
+
+    /// Every numeric flag: (subcommand path, long flag).
+    fn numeric_flags() -> Vec<(Vec<String>, String, TypeId)> {
+        fn walk(
+            cmd: &clap::Command,
+            path: &mut Vec<String>,
+            out: &mut Vec<(Vec<String>, String, TypeId)>,
+        ) {
+            let numeric = [
+                TypeId::of::<u8>(),
+                TypeId::of::<u16>(),
+                TypeId::of::<u32>(),
+                TypeId::of::<u64>(),
+                TypeId::of::<usize>(),
+                TypeId::of::<i8>(),
+                TypeId::of::<i16>(),
+                TypeId::of::<i32>(),
+                TypeId::of::<i64>(),
+                TypeId::of::<isize>(),
+                TypeId::of::<f32>(),
+                TypeId::of::<f64>(),
+            ];
+            for arg in cmd.get_arguments() {
+                let parser = arg.get_value_parser().type_id();
+                if let (Some(long), Some(t)) =
+                    (arg.get_long(), numeric.iter().find(|t| parser == **t))
+                {
+                    out.push((path.clone(), format!("--{long}"), *t));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                path.push(sub.get_name().to_owned());
+                walk(sub, path, out);
+                path.pop();
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), &mut Vec::new(), &mut out);
+        out
+    }
+
+    fn bound(path: &[String], flag: &str) -> Bound {
+        let command = path.join(" ");
+        *bounds::ALL
+            .iter()
+            .find(|b| b.command == command && b.flag == flag)
+            .unwrap_or_else(|| {
+                panic!("`kevents {command} {flag}` is numeric: give it a range in bounds.rs")
+            })
+    }
+
+    fn parse(path: &[String], flag: &str, value: &str) -> Result<(), clap::Error> {
+        let mut argv = vec!["kevents".to_owned()];
+        argv.extend(path.iter().cloned());
+        argv.push(format!("{flag}={value}"));
+        let parsed = std::panic::catch_unwind(|| Cli::try_parse_from(&argv).map(drop));
+        match parsed {
+            Ok(result) => result,
+            Err(_) => panic!("parsing {argv:?} panicked"),
+        }
+    }
+
+    #[test]
+    fn every_numeric_flag_of_every_subcommand_is_bounded() {
+        let flags = numeric_flags();
+        // The walk finds them through clap; a sanity floor, not the list.
+        assert!(flags.len() >= 20, "{flags:?}");
+        for (path, flag, ty) in &flags {
+            let b = bound(path, flag);
+            let float = *ty == TypeId::of::<f32>() || *ty == TypeId::of::<f64>();
+            let max = b.max.to_string();
+            let above = (u128::from(b.max) + 1).to_string();
+            let cases: Vec<(&str, bool)> = if float {
+                vec![
+                    ("0", false),
+                    ("1", true),
+                    ("3.4e38", true),
+                    ("1e39", false),
+                    ("18446744073709551615", true),
+                    ("-1", false),
+                    ("NaN", false),
+                    ("x", false),
+                    ("", false),
+                ]
+            } else {
+                vec![
+                    ("0", b.min == 0),
+                    ("1", b.min <= 1),
+                    (max.as_str(), true),
+                    (above.as_str(), false),
+                    ("18446744073709551615", b.max == u64::MAX),
+                    ("-1", false),
+                    ("x", false),
+                    ("", false),
+                ]
+            };
+            for (value, valid) in cases {
+                let what = format!("kevents {} {flag}={value:?}", path.join(" "));
+                match parse(path, flag, value) {
+                    Ok(()) => assert!(valid, "{what}: accepted, out of its range"),
+                    Err(e) => {
+                        assert!(!valid, "{what}: refused, in its range: {e}");
+                        assert_eq!(e.exit_code(), 2, "{what}: {e}");
+                        let text = e.to_string();
+                        let range = if float {
+                            "a finite number greater than 0".to_owned()
+                        } else {
+                            b.accepts()
+                        };
+                        assert!(
+                            text.contains(&range),
+                            "{what}: the message names no range: {text}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_bound_is_a_flag_that_exists() {
+        let flags = numeric_flags();
+        for b in bounds::ALL {
+            assert!(
+                flags
+                    .iter()
+                    .any(|(path, flag, _)| path.join(" ") == b.command && flag == b.flag),
+                "bounds.rs lists `{} {}`, which is not a numeric flag",
+                b.command,
+                b.flag
+            );
+            assert!(b.min <= b.max || b.flag == "--qps", "{b:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod bounds_docs {
+    /// docs/cli-bounds.md lists every range of `bounds.rs`, as it is.
+    #[test]
+    fn the_docs_table_lists_every_range() {
+        let page = include_str!("../../../docs/cli-bounds.md");
+        for b in crate::bounds::ALL.iter().filter(|b| b.flag != "--qps") {
+            let row = format!(
+                "| `kevents {} {}` | {} | {} |",
+                b.command, b.flag, b.min, b.max
+            );
+            assert!(page.contains(&row), "docs/cli-bounds.md lacks {row}");
         }
     }
 }

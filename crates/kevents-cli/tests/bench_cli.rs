@@ -63,3 +63,47 @@ fn drop_policy_reports_what_it_lost() {
     );
     assert_eq!(v["stored_count_sum"].as_u64().unwrap() + lost, 30_000);
 }
+
+/// Zero capacities are usage errors naming the range (issue 36: they were accepted and
+/// dropped 66 700 and 132 458 of 200 000 occurrences with exit code 0); so are the numbers
+/// that panicked or ran without end (`bench faults` u64::MAX durations and `--rate`,
+/// `bench pipeline --n` u64::MAX).
+#[test]
+fn zero_capacities_and_huge_numbers_are_usage_errors() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["bench", "pipeline", "--watcher-capacity", "0"],
+            "--watcher-capacity must be an integer from 1 to 10000000",
+        ),
+        (
+            &["bench", "pipeline", "--intake-capacity", "0"],
+            "--intake-capacity must be an integer from 1 to 10000000",
+        ),
+        (
+            &["bench", "pipeline", "--n", "18446744073709551615"],
+            "--n must be an integer from 1 to 10000000",
+        ),
+        (
+            &["bench", "faults", "--outage-secs", "18446744073709551615"],
+            "--outage-secs must be an integer from 1 to 3600",
+        ),
+        (
+            &["bench", "faults", "--rate", "18446744073709551615"],
+            "--rate must be an integer from 1 to 100000",
+        ),
+        (
+            &["bench", "faults", "--baseline-secs", "-1"],
+            "--baseline-secs must be an integer from 1 to 3600",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_kevents"))
+            .args(args)
+            .output()
+            .expect("running kevents");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing run");
+    }
+}

@@ -236,3 +236,116 @@ kevents_testkit::real_apiserver_tests! {
         );
     }
 }
+
+/// A plain-HTTP apiserver that answers `GET /version` and discovery, and accepts every
+/// `SelfSubjectAccessReview` without ever answering it (its connection stays open).
+fn silent_reviewer() -> std::net::SocketAddr {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            let Ok(clone) = stream.try_clone() else {
+                continue;
+            };
+            held.push(clone);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut request_line = String::new();
+                    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let path = request_line.split(' ').nth(1).unwrap_or("").to_owned();
+                    if path.contains("accessreviews") || path.contains("selfsubjectreviews") {
+                        // Accepted, never answered.
+                        std::thread::sleep(std::time::Duration::from_secs(3600));
+                        return;
+                    }
+                    let (status, body) = if path == "/version" {
+                        (
+                            "200 OK",
+                            r#"{"major":"1","minor":"20","gitVersion":"v1.20.2"}"#,
+                        )
+                    } else {
+                        (
+                            "404 Not Found",
+                            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#,
+                        )
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if reader.get_mut().write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// docs/preflight.md: exit 3 when the server does not answer within 5 s. One deadline for
+/// all the reviews: before, each review waited for the 10 s request timeout, one after the
+/// other (`-n a1 -n a2 -n a3`: 80 s of silence, then exit 4).
+#[test]
+fn doctor_gives_up_on_a_server_that_never_answers_the_reviews_with_exit_3() {
+    let addr = silent_reviewer();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"http://{addr}\"}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kevents"))
+        .arg("doctor")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--api", "core", "-n", "a1", "-n", "a2", "-n", "a3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running kevents doctor");
+    // A guard, not a timing assertion: the old code took 80 s; give up well after 5 s.
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(40) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("waiting");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("did not answer the access reviews within 5 s"),
+        "{stderr}"
+    );
+}

@@ -97,6 +97,50 @@ impl HttpConfig {
         .await
     }
 
+    /// A kubeconfig file already read, `bytes` being the content of `path` (read once, e.g.
+    /// with [`read_credential_file`](crate::read_credential_file)): the file is not read
+    /// again, so a pipe (`/dev/stdin`), a FIFO or a process substitution (`<(...)`) works.
+    /// Decoded and parsed as [`from_kubeconfig`](Self::from_kubeconfig) does; relative paths
+    /// in it are relative to the directory of `path`; errors name `path`. More than
+    /// [`MAX_KUBECONFIG_BYTES`] is [`ConfigError::TooLarge`].
+    ///
+    /// ```
+    /// # tokio_test_block_on(async {
+    /// use std::path::Path;
+    /// let yaml = b"apiVersion: v1
+    /// kind: Config
+    /// clusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]
+    /// users: [{name: u, user: {token: s3cr3t}}]
+    /// contexts: [{name: x, context: {cluster: c, user: u, namespace: ns}}]
+    /// current-context: x
+    /// ".to_vec();
+    /// let config = kevents_http::HttpConfig::from_kubeconfig_bytes(
+    ///     yaml, Path::new("/dev/stdin"), None).await.unwrap();
+    /// assert_eq!(config.default_namespace, "ns");
+    /// # });
+    /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f) }
+    /// ```
+    pub async fn from_kubeconfig_bytes(
+        bytes: Vec<u8>,
+        path: &Path,
+        context: Option<&str>,
+    ) -> Result<Self, ConfigError> {
+        let path = path.to_owned();
+        let context = context.map(str::to_owned);
+        bounded_load(
+            format!("the files named by kubeconfig {}", path.display()),
+            move || {
+                let loaded = Loaded {
+                    config: kubeconfig_from_bytes(bytes, &path)?,
+                    origin: path.display().to_string(),
+                };
+                from_loaded(loaded, context.as_deref())
+            },
+        )
+        .await
+    }
+
     /// A kubeconfig given as YAML text (relative file paths in it are relative to the
     /// current directory; errors name it `(kubeconfig text)`).
     ///
@@ -121,8 +165,10 @@ impl HttpConfig {
         yaml: &str,
         context: Option<&str>,
     ) -> Result<Self, ConfigError> {
+        let config = parse_kubeconfig(yaml, YAML_TEXT)?;
+        refuse_duplicate_names(&config, YAML_TEXT)?;
         let loaded = Loaded {
-            config: parse_kubeconfig(yaml, YAML_TEXT)?,
+            config,
             origin: YAML_TEXT.to_owned(),
         };
         let context = context.map(str::to_owned);
@@ -260,13 +306,26 @@ fn is_not_found(e: &ConfigError) -> bool {
 /// a byte order mark, as kubectl accepts), parsed, relative paths made relative to its
 /// directory.
 fn read_kubeconfig_file(path: &Path) -> Result<Kubeconfig, ConfigError> {
-    let bytes = read_capped("kubeconfig", path, MAX_KUBECONFIG_BYTES)?;
+    kubeconfig_from_bytes(read_capped("kubeconfig", path, MAX_KUBECONFIG_BYTES)?, path)
+}
+
+/// A kubeconfig already read from `path`: decoded, parsed, relative paths made relative to
+/// the directory of `path` (the file itself is not read again).
+fn kubeconfig_from_bytes(bytes: Vec<u8>, path: &Path) -> Result<Kubeconfig, ConfigError> {
+    if bytes.len() as u64 > MAX_KUBECONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            what: "kubeconfig",
+            path: path.to_owned(),
+            limit: MAX_KUBECONFIG_BYTES,
+        });
+    }
     let text = decode_text(bytes).map_err(|source| ConfigError::Read {
         what: "kubeconfig",
         path: path.to_owned(),
         source,
     })?;
     let mut config = parse_kubeconfig(&text, &path.display().to_string())?;
+    refuse_duplicate_names(&config, &path.display().to_string())?;
     if let Some(dir) = path.parent() {
         absolutize(&mut config, dir);
     }
@@ -382,6 +441,40 @@ fn absolutize(config: &mut Kubeconfig, dir: &Path) {
             }
         }
     }
+}
+
+/// Refuses a kubeconfig file that names two clusters, users or contexts alike, as client-go
+/// does (`duplicate name "x" in list`): which one was meant is not known.
+fn refuse_duplicate_names(config: &Kubeconfig, origin: &str) -> Result<(), ConfigError> {
+    fn first_duplicate<'a>(names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+        let mut seen = std::collections::HashSet::new();
+        names.into_iter().find(|n| !seen.insert(*n))
+    }
+    let lists = [
+        (
+            "clusters",
+            first_duplicate(config.clusters.iter().map(|c| c.name.as_str())),
+        ),
+        (
+            "users",
+            first_duplicate(config.auth_infos.iter().map(|a| a.name.as_str())),
+        ),
+        (
+            "contexts",
+            first_duplicate(config.contexts.iter().map(|c| c.name.as_str())),
+        ),
+    ];
+    for (list, duplicate) in lists {
+        if let Some(name) = duplicate {
+            return Err(ConfigError::Kubeconfig {
+                file: origin.to_owned(),
+                field: format!("{list}[{:?}]", sanitize_server_text_to(name, 100)),
+                problem: "named twice in the file (client-go refuses it too): rename or remove one"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The configuration of `context` (or the current one) of a loaded kubeconfig.
@@ -557,11 +650,9 @@ fn apply_user(
         });
     }
     let token = a.token.filter(|t| !t.expose_secret().trim().is_empty());
+    let token_file = a.token_file.filter(|p| !p.is_empty());
     if let Some(exec) = a.exec {
-        if token.is_some()
-            || a.token_file.as_deref().is_some_and(|p| !p.is_empty())
-            || a.username.is_some()
-        {
+        if token.is_some() || token_file.is_some() || a.username.is_some() {
             return Err(ConfigError::Conflict {
                 origin: format!("{origin}.exec"),
                 problem: "an exec credential plugin together with token, tokenFile or username/password: keep only one of them".into(),
@@ -572,13 +663,20 @@ fn apply_user(
             source,
         })?;
         out.auth = Auth::Exec(Box::new(exec));
+    } else if (token.is_some() || token_file.is_some())
+        && (a.username.as_deref().is_some_and(|u| !u.is_empty()) || a.password.is_some())
+    {
+        // client-go: "more than one authentication method found for ...; found [token
+        // basicAuth], only one is allowed".
+        return Err(ConfigError::Conflict {
+            origin: origin.to_owned(),
+            problem: "more than one authentication method (token or tokenFile, and username/password): keep only one of them".into(),
+        });
+    } else if let Some(path) = token_file {
+        // client-go: a tokenFile wins over an inline token (and is read again as it rotates).
+        out.auth = token_file_auth(PathBuf::from(path))?;
     } else if let Some(token) = token {
         out.auth = Auth::Bearer(token);
-    } else if let Some(path) = a.token_file.filter(|p| !p.is_empty()) {
-        out.auth = Auth::BearerFile {
-            path: PathBuf::from(path),
-            refresh: DEFAULT_TOKEN_REFRESH,
-        };
     } else if let (Some(username), Some(password)) = (a.username, a.password) {
         out.auth = Auth::Basic { username, password };
     } else {
@@ -628,6 +726,50 @@ fn apply_user(
     Ok(())
 }
 
+/// A token file's credentials: a regular file is re-read when it may have rotated
+/// ([`Auth::BearerFile`]); anything else (a pipe, `/dev/stdin`, a FIFO, a process
+/// substitution) can be read only once, so it is read now, once, and its token kept
+/// ([`Auth::Bearer`]).
+fn token_file_auth(path: PathBuf) -> Result<Auth, ConfigError> {
+    if std::fs::metadata(&path).map_or(true, |m| m.is_file()) {
+        // A regular file, or one missing now (reported at the first request, as before).
+        return Ok(Auth::BearerFile {
+            path,
+            refresh: DEFAULT_TOKEN_REFRESH,
+        });
+    }
+    // On a thread of its own, waited for a second less than the whole load: a FIFO without
+    // a writer is reported as this token file, not as the kubeconfig.
+    let wait = CREDENTIAL_FILE_TIMEOUT.saturating_sub(std::time::Duration::from_secs(1));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reading = path.clone();
+    std::thread::Builder::new()
+        .name("kevents-token-file".into())
+        .spawn(move || {
+            let _ = tx.send(read_capped("token file", &reading, MAX_TOKEN_FILE_BYTES));
+        })
+        .map_err(|source| ConfigError::Read {
+            what: "token file",
+            path: path.clone(),
+            source,
+        })?;
+    let bytes = rx.recv_timeout(wait).map_err(|_| ConfigError::Stalled {
+        what: format!("token file {}", path.display()),
+        after: wait,
+    })??;
+    let invalid = |what: &str| ConfigError::Read {
+        what: "token file",
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, what),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text"))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(invalid("empty"));
+    }
+    Ok(Auth::Bearer(token.to_owned().into()))
+}
+
 /// The in-cluster configuration from the service-account directory `dir` and the service
 /// host and port.
 fn incluster_from(
@@ -667,10 +809,7 @@ fn incluster_from(
     if out.default_namespace.is_empty() {
         out.default_namespace = "default".into();
     }
-    out.auth = Auth::BearerFile {
-        path: dir.join("token"),
-        refresh: DEFAULT_TOKEN_REFRESH,
-    };
+    out.auth = token_file_auth(dir.join("token"))?;
     out.validate_as("in-cluster config")?;
     Ok(out)
 }

@@ -438,10 +438,11 @@ async fn server_text_reaches_errors_and_logs_escaped_and_bounded() {
         status.details.as_ref().unwrap().causes[0].message,
         "\\u{1b}[31mbad gateway\\r\\n\\u{1b}[0m"
     );
-    // A 2xx that is no Event, its kind full of escapes.
+    // A 2xx that is no Event, its kind full of escapes, to a read (to a write it counts as
+    // stored as sent, `an_undecodable_2xx_answer_to_a_write_counts_as_stored_as_sent`).
     sim.set_faults(Faults {
         error: Some(ErrorFault {
-            code: 201,
+            code: 200,
             retry_after: None,
             times: 1,
             body: FaultBody::Json(r#"{"kind":"\u001b[2J\r\nEvil"}"#.into()),
@@ -449,7 +450,11 @@ async fn server_text_reaches_errors_and_logs_escaped_and_bounded() {
         }),
         ..Faults::none()
     });
-    let err = sink.create(&event("esc.3")).await.unwrap_err();
+    let err = sink
+        .requests()
+        .get_event("default", "esc.3")
+        .await
+        .unwrap_err();
     assert!(matches!(err, SinkError::UnexpectedObject(_)), "{err:?}");
     assert_printable(&err.to_string());
     // Nothing the server sent reached the logs raw.
@@ -669,4 +674,77 @@ async fn endless_local_files_are_refused_at_their_limit() {
         ))
     );
     assert_eq!(sim.stats().requests, 0);
+}
+
+/// Kubeconfig leniency against client-go (issue 36): a `tokenFile` wins over an inline
+/// `token` (client-go sends the file's, and follows its rotation); a token together with
+/// username/password is "more than one authentication method"; a cluster, user or context
+/// named twice in a file is refused (client-go: `duplicate name "x" in list`), not "the first
+/// wins".
+#[tokio::test]
+async fn kubeconfig_credentials_and_names_as_client_go_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "from-the-file\n").unwrap();
+    let head = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n";
+    let tail = "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+
+    let both = format!(
+        "{head}users: [{{name: u, user: {{token: inline-s3cr3t, tokenFile: {}}}}}]\n{tail}",
+        token_file.display()
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&both, None).await.unwrap();
+    assert!(
+        matches!(&config.auth, kevents_http::Auth::BearerFile { path, .. } if path == &token_file),
+        "{:?}",
+        config.auth
+    );
+
+    let basic = format!(
+        "{head}users: [{{name: u, user: {{token: inline-s3cr3t, username: admin, password: pa55w0rd}}}}]\n{tail}"
+    );
+    let err = HttpConfig::from_kubeconfig_yaml(&basic, None)
+        .await
+        .unwrap_err();
+    let text = shown(&err);
+    assert!(matches!(err, ConfigError::Conflict { .. }), "{text}");
+    assert!(
+        text.contains("more than one authentication method"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("inline-s3cr3t") && !text.contains("pa55w0rd"),
+        "{text}"
+    );
+
+    for (list, yaml) in [
+        (
+            "contexts",
+            format!(
+                "{head}users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}, {{name: x, context: {{cluster: c, user: u, namespace: other}}}}]\ncurrent-context: x\n"
+            ),
+        ),
+        (
+            "users",
+            format!(
+                "{head}users: [{{name: u, user: {{}}}}, {{name: u, user: {{token: t}}}}]\n{tail}"
+            ),
+        ),
+        (
+            "clusters",
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}, {{name: c, cluster: {{server: \"https://127.0.0.1:2\"}}}}]\nusers: [{{name: u, user: {{}}}}]\n{tail}"
+            ),
+        ),
+    ] {
+        let err = HttpConfig::from_kubeconfig_yaml(&yaml, None)
+            .await
+            .unwrap_err();
+        let text = shown(&err);
+        assert!(
+            matches!(&err, ConfigError::Kubeconfig { field, .. } if field.starts_with(list)),
+            "{list}: {text}"
+        );
+        assert!(text.contains("named twice"), "{list}: {text}");
+    }
 }

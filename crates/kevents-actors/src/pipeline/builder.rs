@@ -301,6 +301,10 @@ impl PipelineBuilder {
     ///
     /// The [`Pipeline`] and its [`Recorder`] handles are the same either way.
     ///
+    /// Panics when the pipeline's thread cannot be spawned or a queue's bound is invalid (a
+    /// zero capacity or overflow table); [`try_start`](PipelineBuilder::try_start) returns
+    /// those as [`StartError`].
+    ///
     /// Panics only if the operating system cannot start that thread (as
     /// `std::thread::spawn`); [`try_start`](PipelineBuilder::try_start) returns that as an
     /// error.
@@ -331,9 +335,47 @@ impl PipelineBuilder {
         }
     }
 
+    /// Every queue's bound, checked before anything starts ([`WatcherPolicy::check`],
+    /// [`IntakePolicy::check`]): a zero capacity is [`StartError::Policy`], not one slot that
+    /// drops almost every event.
+    fn check_policies(&self) -> Result<(), StartError> {
+        let bad = |queue: String| move |source| StartError::Policy { queue, source };
+        self.intake.check().map_err(bad("intake".into()))?;
+        if let Some((_, policy)) = &self.logging {
+            policy.check().map_err(bad("logging".into()))?;
+        }
+        for s in &self.sinks {
+            s.options
+                .delivery
+                .check()
+                .map_err(bad(format!("sink:{}", s.name)))?;
+        }
+        for s in &self.series {
+            s.options
+                .delivery
+                .check()
+                .map_err(bad(format!("series:{}", s.name)))?;
+        }
+        for (name, _, policy) in &self.watchers {
+            policy.check().map_err(bad(name.clone()))?;
+        }
+        Ok(())
+    }
+
     /// [`start`](PipelineBuilder::start), returning an error instead of panicking when the
-    /// pipeline's own thread cannot be started.
+    /// pipeline's own thread cannot be started or a queue's bound is invalid
+    /// ([`StartError::Policy`]: a zero capacity).
+    ///
+    /// ```
+    /// use kevents_actors::{IntakePolicy, Pipeline, StartError};
+    /// use kevents_core::EventSource;
+    /// let refused = Pipeline::builder(EventSource::new("my-controller", "node-1"))
+    ///     .intake(IntakePolicy::DropIfFull { capacity: 0 })
+    ///     .try_start();
+    /// assert!(matches!(refused, Err(StartError::Policy { queue, .. }) if queue == "intake"));
+    /// ```
     pub fn try_start(self) -> Result<Pipeline, StartError> {
+        self.check_policies()?;
         // A running System on this thread and its runtime entered: the actors can be spawned
         // here. Elsewhere actix's spawn would panic (`spawn_local` outside a `LocalSet`).
         let in_system =
@@ -364,6 +406,7 @@ impl PipelineBuilder {
     /// # Ok::<(), kevents_actors::StartError>(()) }).unwrap();
     /// ```
     pub fn start_thread(self) -> Result<Pipeline, StartError> {
+        self.check_policies()?;
         let drop_deadline = self.drop_deadline;
         let started = spawn_pipeline_thread(move || self.start_here(), drop_deadline)?;
         Ok(Pipeline {

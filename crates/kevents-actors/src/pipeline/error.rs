@@ -22,6 +22,15 @@ pub enum StartError {
     /// The pipeline's own thread ended before the pipeline was running.
     #[error("the kevents pipeline thread stopped while starting")]
     Stopped,
+    /// A queue's bound cannot work (a zero capacity or overflow table): nothing started.
+    #[error("the {queue} policy is invalid: {source}")]
+    Policy {
+        /// The queue: `intake`, `logging`, `sink:<name>`, `series:<name>` or a watcher's name.
+        queue: String,
+        /// What is wrong with it.
+        #[source]
+        source: crate::policy::PolicyError,
+    },
 }
 
 /// Why a pipeline operation failed.
@@ -44,6 +53,17 @@ pub enum PipelineError {
          `pipeline.shutdown(deadline).await` there"
     )]
     InsideRuntime,
+    /// [`Pipeline::add_watcher`](crate::Pipeline::add_watcher),
+    /// [`add_sink`](crate::Pipeline::add_sink) or [`add_sink_v1`](crate::Pipeline::add_sink_v1)
+    /// with a queue bound that cannot work (a zero capacity or overflow table): nothing added.
+    #[error("the {queue} policy is invalid: {source}")]
+    Policy {
+        /// The watcher's name (`sink:<name>`, `series:<name>` for chains).
+        queue: String,
+        /// What is wrong with it.
+        #[source]
+        source: crate::policy::PolicyError,
+    },
 }
 
 /// A registered watcher: its id and a view of its counters.

@@ -25,7 +25,8 @@ use crate::stats::StatsSnapshot;
 ///     report.to_string(),
 ///     "kevents shutdown completed: 1 occurrence recorded; 1 write stored (1 created, \
 ///      0 patched, 0 re-created) by 1 core/v1 sink and 0 events.k8s.io/v1 series sinks; \
-///      0 writes failed; 0 occurrences dropped, 0 spam-filtered; nothing pending."
+///      0 writes failed (0 abandoned at the deadline); 0 occurrences dropped, \
+///      0 spam-filtered; nothing pending."
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,8 +35,10 @@ pub struct ShutdownReport {
     pub completed: bool,
     /// Occurrences still in the intake or the broadcaster when the deadline hit.
     pub pending_intake: u64,
-    /// Per watcher, events still queued or being processed when the deadline hit (for a
-    /// sink chain: events not yet written; these are counted as abandoned).
+    /// Per watcher, occurrences not written by the deadline that no other counter holds:
+    /// for a core/v1 sink chain (`sink:<name>`), what its overflow table still held (its
+    /// queued writes are counted as `abandoned`, in [`failed`](Self::failed), not here); for
+    /// another watcher, what its queue and overflow table held.
     pub pending_watchers: Vec<(String, u64)>,
     /// Actors of the pipeline still alive after the teardown (0 unless the System is
     /// stopping under us).
@@ -58,6 +61,14 @@ impl ShutdownReport {
         let s = &self.stats;
         s.sinks.iter().map(|k| k.failed()).sum::<u64>()
             + s.sinks_events_v1.iter().map(|k| k.failed()).sum::<u64>()
+    }
+
+    /// Writes still queued or in flight when the deadline hit (part of
+    /// [`failed`](Self::failed)), over both chains.
+    pub fn abandoned(&self) -> u64 {
+        let s = &self.stats;
+        s.sinks.iter().map(|k| k.abandoned).sum::<u64>()
+            + s.series.iter().map(|k| k.abandoned).sum::<u64>()
     }
 
     /// Writes that ended in a CREATE, over both chains.
@@ -88,7 +99,11 @@ impl ShutdownReport {
         self.stats.not_stored()
     }
 
-    /// Everything still pending when the deadline hit.
+    /// Occurrences not written by the deadline and counted in no other outcome (the intake,
+    /// the watchers' overflow tables, other watchers' queues): with
+    /// [`delivered`](Self::delivered), [`failed`](Self::failed) (abandoned writes included),
+    /// [`dropped`](Self::dropped), the spam-filtered and the superseded ones, each recorded
+    /// occurrence of a core/v1 chain is in exactly one of them.
     pub fn pending(&self) -> u64 {
         self.pending_intake + self.pending_watchers.iter().map(|p| p.1).sum::<u64>()
     }
@@ -192,7 +207,8 @@ impl fmt::Display for ShutdownReport {
         write!(
             f,
             "kevents shutdown {outcome}: {} recorded; {} stored ({} created, {} patched, {} \
-             re-created) by {} and {}; {} failed; {} dropped, {} spam-filtered; ",
+             re-created) by {} and {}; {} failed ({} abandoned at the deadline); {} dropped, \
+             {} spam-filtered; ",
             count(s.recorded, "occurrence"),
             count(self.delivered(), "write"),
             self.created(),
@@ -204,6 +220,7 @@ impl fmt::Display for ShutdownReport {
                 "events.k8s.io/v1 series sink"
             ),
             count(self.failed(), "write"),
+            self.abandoned(),
             count(self.dropped(), "occurrence"),
             s.sinks.iter().map(|k| k.spam_filtered).sum::<u64>(),
         )?;
@@ -231,8 +248,8 @@ impl fmt::Display for ShutdownReport {
         } else {
             write!(
                 f,
-                "{} pending (intake {}",
-                self.pending(),
+                "{} not written by the deadline (intake {}",
+                count(self.pending(), "occurrence"),
                 self.pending_intake
             )?;
             for (name, n) in &self.pending_watchers {
@@ -321,8 +338,8 @@ mod tests {
             report.to_string(),
             "kevents shutdown completed: 25 occurrences recorded; 0 writes stored (0 created, \
              0 patched, 0 re-created) by 0 core/v1 sinks and 1 events.k8s.io/v1 series sink; \
-             1 write failed; 0 occurrences dropped, 0 spam-filtered; 25 occurrences not \
-             stored: 25 \u{d7} 403 Forbidden: create events.k8s.io/v1 events in namespace \
+             1 write failed (0 abandoned at the deadline); 0 occurrences dropped, 0 \
+             spam-filtered; 25 occurrences not stored: 25 \u{d7} 403 Forbidden: create events.k8s.io/v1 events in namespace \
              \"default\"; nothing pending."
         );
     }
@@ -361,8 +378,9 @@ mod tests {
             report.to_string(),
             "kevents shutdown hit its deadline: 9 occurrences recorded; 5 writes stored \
              (2 created, 2 patched, 1 re-created) by 1 core/v1 sink and 1 events.k8s.io/v1 \
-             series sink; 4 writes failed; 1 occurrence dropped, 4 spam-filtered; 5 pending \
-             (intake 2, sink:api 3); 1 actor still running."
+             series sink; 4 writes failed (3 abandoned at the deadline); 1 occurrence \
+             dropped, 4 spam-filtered; 5 occurrences not written by the deadline (intake 2, \
+             sink:api 3); 1 actor still running."
         );
     }
 }

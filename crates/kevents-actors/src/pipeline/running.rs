@@ -101,6 +101,10 @@ impl Pipeline {
         policy: WatcherPolicy,
     ) -> Result<WatcherHandle, PipelineError> {
         let name = name.into();
+        policy.check().map_err(|source| PipelineError::Policy {
+            queue: name.clone(),
+            source,
+        })?;
         match &self.mode {
             Mode::Local(local) => local.add_watcher(name, recipient, policy).await,
             Mode::Thread(tx) => {
@@ -117,8 +121,16 @@ impl Pipeline {
         sink: impl EventSink,
         options: SinkOptions,
     ) -> Result<WatcherHandle, PipelineError> {
+        let name = name.into();
+        options
+            .delivery
+            .check()
+            .map_err(|source| PipelineError::Policy {
+                queue: format!("sink:{name}"),
+                source,
+            })?;
         let spec = SinkSpec {
-            name: name.into(),
+            name,
             sink: Arc::new(sink),
             options,
         };
@@ -169,8 +181,16 @@ impl Pipeline {
         sink: impl kevents_core::events_v1::EventSink,
         options: crate::events_v1::SinkOptions,
     ) -> Result<WatcherHandle, PipelineError> {
+        let name = name.into();
+        options
+            .delivery
+            .check()
+            .map_err(|source| PipelineError::Policy {
+                queue: format!("series:{name}"),
+                source,
+            })?;
         let spec = SeriesSpec {
-            name: name.into(),
+            name,
             sink: Arc::new(sink),
             options,
         };

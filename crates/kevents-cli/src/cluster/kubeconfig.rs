@@ -4,6 +4,7 @@
 //! unreadable one is a configuration error now rather than failed writes later.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use kevents_http::config::{MAX_KUBECONFIG_BYTES, MAX_TOKEN_FILE_BYTES};
 use kevents_http::secrecy::ExposeSecret as _;
@@ -94,25 +95,51 @@ pub fn kubeconfig_message(path: &std::path::Path, e: &ConfigError) -> String {
     }
 }
 
-/// Where to reach a real cluster.
+/// Where to reach a real cluster. The kubeconfig is read once ([`config`](Self::config))
+/// and its bytes kept, so a pipe (`/dev/stdin`), a FIFO or a process substitution
+/// (`<(kubectl config view --raw)`) works as well as a file.
 #[derive(Debug, Clone)]
 pub struct KubeTarget {
     /// The kubeconfig file.
     pub kubeconfig: PathBuf,
     /// Its context (`None`: the current context).
     pub context: Option<String>,
+    /// The kubeconfig's content, once read.
+    read: OnceLock<Vec<u8>>,
 }
 
 impl KubeTarget {
-    /// Loads the kubeconfig and context, remembers its credentials (so no output can show
-    /// them) and checks a token file it names. Any problem is a [`FailureKind::Config`].
+    /// The cluster of `kubeconfig` (`context`, or its current context); nothing read yet.
+    pub fn new(kubeconfig: PathBuf, context: Option<String>) -> Self {
+        KubeTarget {
+            kubeconfig,
+            context,
+            read: OnceLock::new(),
+        }
+    }
+
+    /// The kubeconfig's content as [`config`](Self::config) read it (`None` before).
+    pub fn kubeconfig_bytes(&self) -> Option<&[u8]> {
+        self.read.get().map(Vec::as_slice)
+    }
+
+    /// Reads the kubeconfig once (bounded in size and time), remembers its credentials (so
+    /// no output can show them), loads it and checks a token file it names. Any problem is a
+    /// [`FailureKind::Config`]. A second call does not read the file again.
     pub async fn config(&self) -> Result<HttpConfig, Failure> {
         let path = &self.kubeconfig;
-        // Bounded in time as in size: a kubeconfig that blocks is reported just below.
-        if let Ok(text) = read_credential_file("kubeconfig", path, MAX_KUBECONFIG_BYTES).await {
-            scan_kubeconfig_secrets(&String::from_utf8_lossy(&text));
-        }
-        let config = HttpConfig::from_kubeconfig(Some(path), self.context.as_deref())
+        let bytes = match self.read.get() {
+            Some(bytes) => bytes.clone(),
+            None => {
+                let bytes = read_credential_file("kubeconfig", path, MAX_KUBECONFIG_BYTES)
+                    .await
+                    .map_err(|e| Failure::new(FailureKind::Config, kubeconfig_message(path, &e)))?;
+                let _ = self.read.set(bytes.clone());
+                bytes
+            }
+        };
+        scan_kubeconfig_secrets(&String::from_utf8_lossy(&bytes));
+        let config = HttpConfig::from_kubeconfig_bytes(bytes, path, self.context.as_deref())
             .await
             .map_err(|e| Failure::new(FailureKind::Config, kubeconfig_message(path, &e)))?;
         register_credentials(&config).await?;

@@ -28,7 +28,7 @@ pub use exit::{Failure, FailureKind, exit_code, finish};
 pub use health::{Health, WatchedSink};
 pub use kubeconfig::{KubeTarget, register_credentials};
 pub use namespace::validate_namespace;
-pub use probe::{probe_events, probe_server};
+pub use probe::{PROBE_TIMEOUT, probe_events, probe_server};
 pub use secrets::{one_line, redact};
 pub use totals::Totals;
 pub use wait::{WaitNotes, is_idle, wait_idle};

@@ -2,6 +2,9 @@
 //! created on a real cluster with `kubectl` when it can be (best effort, bounded in time: the
 //! probe then says whether events can be written there).
 
+use std::io::Write as _;
+use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,6 +31,24 @@ pub fn validate_namespace(namespace: &str) -> Result<(), Failure> {
     }
 }
 
+/// Whether `path` can be opened again for the same content: a regular file outside `/dev`
+/// and `/proc` (where `/dev/stdin` or `/dev/fd/N` would name another process's input).
+fn reopenable(path: &Path) -> bool {
+    !(path.starts_with("/dev") || path.starts_with("/proc"))
+        && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// `bytes` in an anonymous memory file (`memfd_create`), inherited by the children started
+/// while it is open (so a child opens it as `/dev/fd/N`); closed when dropped.
+fn memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd =
+        memfd_create(c"kevents-kubeconfig", MFdFlags::empty()).map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    Ok(OwnedFd::from(file))
+}
+
 impl KubeTarget {
     /// Makes sure `namespace` exists, with `kubectl create namespace` (an existing one is
     /// fine), each request bounded by 10 s and kubectl itself by [`KUBECTL_LIMIT`]. Never
@@ -36,7 +57,28 @@ impl KubeTarget {
     /// whether the namespace can be written.
     pub fn ensure_namespace(&self, namespace: &str) {
         let mut cmd = Command::new("kubectl");
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig);
+        // A kubeconfig that cannot be opened again as it was (a pipe, a FIFO, `<(...)`,
+        // `/dev/stdin`) was read by `config`: kubectl, which reads its kubeconfig more than
+        // once, gets those bytes in an anonymous memory file (never on disk).
+        let _memory = match self.kubeconfig_bytes() {
+            Some(bytes) if !reopenable(&self.kubeconfig) => match memory_file(bytes) {
+                Ok(fd) => {
+                    cmd.arg("--kubeconfig")
+                        .arg(format!("/dev/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)));
+                    Some(fd)
+                }
+                Err(e) => {
+                    eprintln!(
+                        "note: cannot hand the kubeconfig to kubectl ({e}); namespace {namespace} must already exist"
+                    );
+                    return;
+                }
+            },
+            _ => {
+                cmd.arg("--kubeconfig").arg(&self.kubeconfig);
+                None
+            }
+        };
         if let Some(c) = &self.context {
             cmd.arg("--context").arg(c);
         }

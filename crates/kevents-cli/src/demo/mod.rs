@@ -59,10 +59,10 @@ pub struct DemoArgs {
     #[arg(long)]
     pub namespace: Option<String>,
     /// Real milliseconds spent per simulated minute (0: as fast as the pipeline goes).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 100, value_parser = crate::bounds::parse::demo_pace_ms)]
     pub pace_ms: u64,
     /// Longest message shown in the table (characters).
-    #[arg(long, default_value_t = 90)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 90, value_parser = crate::bounds::parse::demo_width)]
     pub width: usize,
 }
 
@@ -157,10 +157,7 @@ async fn run_async(args: DemoArgs) -> anyhow::Result<()> {
     cluster::validate_namespace(&namespace)?;
     let (target, config, server, version) = match &args.kubeconfig {
         Some(path) => {
-            let t = KubeTarget {
-                kubeconfig: path.clone(),
-                context: args.context.clone(),
-            };
+            let t = KubeTarget::new(path.clone(), args.context.clone());
             let config = t.config().await?;
             let version = cluster::probe_server(&config).await?;
             t.ensure_namespace(&namespace);

@@ -488,3 +488,35 @@ fn bounded_reads() {
     assert!(!ResponseReader::new(4, Some(" 5")).wants_more());
     assert!(ResponseReader::new(4, Some("4")).wants_more());
 }
+
+/// A 2xx answer to a write whose body cannot be read as the event (not JSON, another kind:
+/// a proxy's page, a broken server) says the server stored it: the write counts as stored
+/// as sent, and is not retried (issue 36: it was retried as an unexpected object, so a
+/// stored event was counted failed and its re-POST got 409).
+#[test]
+fn an_undecodable_2xx_answer_to_a_write_counts_as_stored_as_sent() {
+    for body in [
+        "<html>ok</html>",
+        r#"{"kind":"Status","apiVersion":"v1"}"#,
+        "",
+    ] {
+        let t = Scripted::new([Ok(answer(201, body)), Ok(answer(200, body))]);
+        let created = block_on(t.client().create(&event("e1")));
+        assert!(
+            matches!(created, Ok(Stored::AsSent)),
+            "{body:?}: {created:?}"
+        );
+        let patched = block_on(t.client().patch(&event("e1"), b"{}"));
+        assert!(
+            matches!(patched, Ok(Stored::AsSent)),
+            "{body:?}: {patched:?}"
+        );
+        assert_eq!(t.sent().len(), 2, "{body:?}: one request each");
+    }
+    // A 2xx naming another event is still the typed mismatch (the caller reports it).
+    let t = Scripted::new([Ok(answer(201, &echo("other", "3")))]);
+    assert!(matches!(
+        block_on(t.client().create(&event("e1"))),
+        Err(SinkError::AnswerMismatch(_))
+    ));
+}

@@ -87,8 +87,8 @@ impl<T: Transport> Client<T> {
     }
 }
 
-/// The answer to a write of `namespace`/`name`: a 2xx too large to read is
-/// [`stored_as_sent`]; otherwise it must carry that event
+/// The answer to a write of `namespace`/`name`: a 2xx too large to read, or whose body is
+/// not an event, is stored as sent ([`stored_as_sent`]); otherwise it must carry that event
 /// ([`Answer::decode_written`](crate::answer::Answer::decode_written); another one is
 /// [`SinkError::AnswerMismatch`], logged at debug level here: the write's caller reports it).
 fn decode_written<R: DeserializeOwned>(
@@ -105,10 +105,24 @@ fn decode_written<R: DeserializeOwned>(
     let r = answer
         .answer()
         .decode_written::<R>(api_version, namespace, name);
-    if let Err(e @ SinkError::AnswerMismatch(_)) = &r {
-        tracing::debug!(error = %e, "apiserver answered a write with another event; the answer is ignored");
+    match r {
+        Err(e @ SinkError::AnswerMismatch(_)) => {
+            tracing::debug!(error = %e, "apiserver answered a write with another event; the answer is ignored");
+            Err(e)
+        }
+        // A 2xx says the event is stored; only its echo cannot be read. Retrying would
+        // re-POST a stored event (409) and count it failed.
+        Err(SinkError::UnexpectedObject(why)) if answer.answer().is_success() => {
+            tracing::warn!(
+                status = answer.code,
+                verb,
+                why = %why,
+                "apiserver answered a write 2xx with a body that is not the event: the event counts as stored, as sent"
+            );
+            Ok(Stored::AsSent)
+        }
+        r => r.map(Stored::from),
     }
-    r.map(Stored::from)
 }
 
 /// A 2xx answer to a create or patch whose body is over the size limit: the server stored

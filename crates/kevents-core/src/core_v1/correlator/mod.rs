@@ -364,7 +364,9 @@ impl Correlator {
     /// assert_eq!(again.event.metadata.resource_version, "7");
     /// ```
     pub(crate) fn learn_with_hint(&mut self, hint: Option<StateHint>, stored: &Event) {
-        let count = stored.count as i64 as u64;
+        // A negative count from a hostile server counts as none (0), so the observed count
+        // stands ("never below what was observed"); as `u64` it was a huge count.
+        let count = u64::try_from(stored.count).unwrap_or(0);
         // The hinted entry, if its key is the stored event's, is what the lookup below would
         // find (keys are unique), without building and hashing the key (callgrind, `wide`:
         // 830 instructions per written occurrence before). Entries are never removed, so
@@ -582,7 +584,12 @@ impl Correlator {
                     event.metadata.resource_version.clear();
                     event.metadata.resource_version.push_str(version);
                     event.first_timestamp = last.first_timestamp;
-                    event.count = (last.count as u32 as i32).wrapping_add(1);
+                    // Saturating: a server that answered count 2147483647 (i32::MAX, the
+                    // largest count it stores) must not make the next write wrap to
+                    // i32::MIN.
+                    event.count = i32::try_from(last.count)
+                        .unwrap_or(i32::MAX)
+                        .saturating_add(1);
                     patch = Some(observation_patch(event));
                 }
                 last.learn(event.count as i64 as u64, event);

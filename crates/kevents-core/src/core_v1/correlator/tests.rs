@@ -456,3 +456,41 @@ fn a_late_answer_does_not_roll_the_observed_count_back() {
     c.learn_with_hint(fifth_hint, &stored);
     assert_eq!(c.correlate(e()).event.count, 10);
 }
+
+/// Hostile answer counts (issue 36): a server answering `count: 2147483647` must not make
+/// the next write's count wrap to i32::MIN (every later PATCH then refused with 409): it
+/// saturates at i32::MAX, the largest count the apiserver stores; a negative answer count
+/// must not defeat "never below what was observed".
+#[test]
+fn hostile_answer_counts_neither_wrap_nor_roll_back() {
+    let mut c = with_clock(
+        IntervalClock::new(t(START), Duration::from_secs(1)),
+        CorrelatorOptions::default(),
+    );
+    let e = || fixture_event("BackOff", "restarting", my_pod());
+    let (first, hint) = with_hint(&mut c, e());
+    let mut stored = first.event.clone();
+    stored.count = i32::MAX;
+    stored.metadata.resource_version = "7".into();
+    c.learn_with_hint(hint, &stored);
+    let next = c.correlate(e());
+    assert_eq!(next.event.count, i32::MAX, "saturates, never wraps");
+    assert_eq!(c.correlate(e()).event.count, i32::MAX);
+
+    let mut c = with_clock(
+        IntervalClock::new(t(START), Duration::from_secs(1)),
+        CorrelatorOptions::default(),
+    );
+    let (first, _) = with_hint(&mut c, e());
+    let second = c.correlate(e());
+    assert_eq!(second.event.count, 2);
+    let mut stored = first.event.clone();
+    stored.count = -5;
+    stored.metadata.resource_version = "8".into();
+    c.update_state(&stored);
+    assert_eq!(
+        c.correlate(e()).event.count,
+        3,
+        "a negative answer count does not roll the observed count back"
+    );
+}
