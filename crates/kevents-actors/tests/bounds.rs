@@ -9,8 +9,7 @@ mod common;
 use actix::Actor as _;
 use common::Collector;
 use kevents_actors::{
-    IntakePolicy, Pipeline, PipelineError, PolicyError, SinkOptions, SinkOptionsV1, StartError,
-    WatcherPolicy,
+    IntakePolicy, Pipeline, PipelineError, PolicyError, SinkOptions, StartError, WatcherPolicy,
 };
 use kevents_core::EventSource;
 use kevents_sim::MemoryApiServer;
@@ -65,14 +64,14 @@ async fn zero_capacities_do_not_start() {
         ),
         ("sink:api".to_owned(), capacity)
     );
-    let zero_v1 = SinkOptionsV1 {
+    let zero_v1 = kevents_actors::events_v1::SinkOptions {
         delivery: WatcherPolicy::DropIfFull { capacity: 0 },
-        ..SinkOptionsV1::default()
+        ..kevents_actors::events_v1::SinkOptions::default()
     };
     assert_eq!(
         refused(
             builder()
-                .sink_v1("v1", MemoryApiServer::new(), zero_v1)
+                .sink_events_v1("v1", MemoryApiServer::new(), zero_v1)
                 .try_start()
         ),
         ("series:v1".to_owned(), capacity)

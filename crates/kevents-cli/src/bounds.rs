@@ -115,12 +115,34 @@ pub const FAULTS_RATE: Bound = Bound {
     max: 100_000,
     why: "occurrences per second; the outage's backlog grows with it (u64::MAX grew without bound)",
 };
+/// `kevents export --watch-timeout`.
+pub const EXPORT_WATCH_TIMEOUT: Bound = Bound {
+    command: "export",
+    flag: "--watch-timeout",
+    min: 1,
+    max: 86_400,
+    why: "a watch's timeoutSeconds: at least a second, a day at most (it is restarted anyway)",
+};
+/// `kevents export --progress`.
+pub const EXPORT_PROGRESS: Bound = Bound {
+    command: "export",
+    flag: "--progress",
+    min: 0,
+    max: 86_400,
+    why: "seconds between progress lines; 0 prints none",
+};
+/// `kevents export --lease-duration`.
+pub const EXPORT_LEASE_DURATION: Bound = lease("--lease-duration");
+/// `kevents export --renew-deadline`.
+pub const EXPORT_RENEW_DEADLINE: Bound = lease("--renew-deadline");
+/// `kevents export --retry-period`.
+pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// Every numeric flag (what the flag walk and the docs table check): `kevents replay`'s
 /// correlator flags are parsed by `kevents_sim::replay`'s parsers with these ranges;
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 23] = [
+pub const ALL: [Bound; 28] = [
     DEMO_PACE_MS,
     DEMO_WIDTH,
     CORRELATOR_RUNS,
@@ -137,6 +159,11 @@ pub const ALL: [Bound; 23] = [
     FAULTS_OUTAGE_SECS,
     FAULTS_BASELINE_SECS,
     FAULTS_RATE,
+    EXPORT_WATCH_TIMEOUT,
+    EXPORT_PROGRESS,
+    EXPORT_LEASE_DURATION,
+    EXPORT_RENEW_DEADLINE,
+    EXPORT_RETRY_PERIOD,
     replay("--burst", 1, i32::MAX as u64),
     replay("--max-events", 1, i64::MAX as u64),
     replay("--max-interval", 1, i64::MAX as u64),
@@ -163,6 +190,17 @@ const fn runs(command: &'static str) -> Bound {
         min: 1,
         max: MAX_RUNS,
         why: "0 runs measures nothing",
+    }
+}
+
+const fn lease(flag: &'static str) -> Bound {
+    Bound {
+        command: "export",
+        flag,
+        min: 1,
+        max: 3_600,
+        why: "seconds, as client-go's leader election takes them; the three are also checked \
+              together (lease duration > renew deadline > 1.2 x retry period)",
     }
 }
 
@@ -248,5 +286,10 @@ pub mod parse {
         faults_outage_secs: FAULTS_OUTAGE_SECS as u64;
         faults_baseline_secs: FAULTS_BASELINE_SECS as u64;
         faults_rate: FAULTS_RATE as u64;
+        export_watch_timeout: EXPORT_WATCH_TIMEOUT as u64;
+        export_progress: EXPORT_PROGRESS as u64;
+        export_lease_duration: EXPORT_LEASE_DURATION as u64;
+        export_renew_deadline: EXPORT_RENEW_DEADLINE as u64;
+        export_retry_period: EXPORT_RETRY_PERIOD as u64;
     }
 }

@@ -44,13 +44,13 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value_t = WatchApi::Core)]
     pub api: WatchApi,
     /// A watch's timeoutSeconds (it is started again from the last resourceVersion).
-    #[arg(long, default_value_t = 240)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 240, value_parser = crate::bounds::parse::export_watch_timeout)]
     pub watch_timeout: u64,
     /// Serve Prometheus metrics on this address (`/metrics`).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
     /// Seconds between progress lines on stderr (0: none).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 5, value_parser = crate::bounds::parse::export_progress)]
     pub progress: u64,
     /// Export only while holding a coordination.k8s.io/v1 Lease (client-go's leader
     /// election): replicas stand by and the next one continues from the resume point when the
@@ -66,14 +66,15 @@ pub struct ExportArgs {
     /// This replica's identity in the Lease (default: `<hostname>_<pid>`).
     #[arg(long, requires = "leader_elect")]
     pub identity: Option<String>,
+    /// (The durations take effect with `--leader-elect`.)
     /// Lease duration, seconds (client-go's default 15).
-    #[arg(long, default_value_t = 15, requires = "leader_elect")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 15, value_parser = crate::bounds::parse::export_lease_duration)]
     pub lease_duration: u64,
     /// Renew deadline, seconds (client-go's default 10).
-    #[arg(long, default_value_t = 10, requires = "leader_elect")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10, value_parser = crate::bounds::parse::export_renew_deadline)]
     pub renew_deadline: u64,
     /// Retry period, seconds (client-go's default 2).
-    #[arg(long, default_value_t = 2, requires = "leader_elect")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = crate::bounds::parse::export_retry_period)]
     pub retry_period: u64,
 }
 
@@ -87,12 +88,9 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     }
     let config = match &args.kubeconfig {
         Some(path) => {
-            KubeTarget {
-                kubeconfig: path.clone(),
-                context: args.context.clone(),
-            }
-            .config()
-            .await?
+            KubeTarget::new(path.clone(), args.context.clone())
+                .config()
+                .await?
         }
         None => kevents_http::HttpConfig::infer()
             .await
@@ -121,7 +119,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             WatchApi::Events => kevents_export::Api::EventsV1,
         },
         namespaces: args.namespaces.clone(),
-        watch_timeout: Duration::from_secs(args.watch_timeout.max(1)),
+        watch_timeout: Duration::from_secs(args.watch_timeout),
         progress: (args.progress > 0).then(|| Duration::from_secs(args.progress)),
         ..ExportConfig::default()
     };

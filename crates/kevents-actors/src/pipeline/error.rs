@@ -54,7 +54,7 @@ pub enum PipelineError {
     )]
     InsideRuntime,
     /// [`Pipeline::add_watcher`](crate::Pipeline::add_watcher),
-    /// [`add_sink`](crate::Pipeline::add_sink) or [`add_sink_v1`](crate::Pipeline::add_sink_v1)
+    /// [`add_sink`](crate::Pipeline::add_sink) or [`add_sink_events_v1`](crate::Pipeline::add_sink_events_v1)
     /// with a queue bound that cannot work (a zero capacity or overflow table): nothing added.
     #[error("the {queue} policy is invalid: {source}")]
     Policy {

@@ -68,7 +68,7 @@ impl ShutdownReport {
     pub fn abandoned(&self) -> u64 {
         let s = &self.stats;
         s.sinks.iter().map(|k| k.abandoned).sum::<u64>()
-            + s.series.iter().map(|k| k.abandoned).sum::<u64>()
+            + s.sinks_events_v1.iter().map(|k| k.abandoned).sum::<u64>()
     }
 
     /// Writes that ended in a CREATE, over both chains.
