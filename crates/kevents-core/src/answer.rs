@@ -95,14 +95,21 @@ pub fn unexpected_object(message: impl std::fmt::Display) -> SinkError {
     SinkError::UnexpectedObject(sanitize_server_text_to(&message.to_string(), 512))
 }
 
-/// The reason client-go's `NewGenericServerResponse` gives a status code, and its message.
+/// The reason client-go's `NewGenericServerResponse` gives a status code, and its message:
+/// the codes it names, `InternalError` for any other 5xx, and for anything else (a 3xx, which
+/// is not followed, or another 4xx) `Unknown` with the code.
 ///
 /// ```
-/// assert_eq!(kevents_core::answer::generic_reason(429).0, "TooManyRequests");
-/// assert_eq!(kevents_core::answer::generic_reason(502).0, "Unknown");
+/// use kevents_core::answer::generic_reason;
+/// assert_eq!(generic_reason(429).0, "TooManyRequests");
+/// assert_eq!(generic_reason(502).0, "InternalError");
+/// assert_eq!(
+///     generic_reason(302),
+///     ("Unknown", "the server responded with the status code 302 but did not return more information".to_owned())
+/// );
 /// ```
-pub fn generic_reason(code: u16) -> (&'static str, &'static str) {
-    match code {
+pub fn generic_reason(code: u16) -> (&'static str, String) {
+    let (reason, message) = match code {
         400 => (
             "BadRequest",
             "the server rejected our request for an unknown reason",
@@ -157,11 +164,21 @@ pub fn generic_reason(code: u16) -> (&'static str, &'static str) {
             "Timeout",
             "the server was unable to return a response in the time allotted, but may still be processing the request",
         ),
-        _ => (
-            "Unknown",
+        500.. => (
+            "InternalError",
             "an error on the server has prevented the request from succeeding",
         ),
-    }
+        // A 3xx (not followed) or another 4xx: client-go says what it got, not a server error.
+        _ => {
+            return (
+                "Unknown",
+                format!(
+                    "the server responded with the status code {code} but did not return more information"
+                ),
+            );
+        }
+    };
+    (reason, message.to_owned())
 }
 
 impl Answer<'_> {

@@ -77,7 +77,7 @@ async fn server_errors_are_retryable_statuses() {
     let SinkError::Status(s) = &err else {
         panic!("{err:?}")
     };
-    assert_eq!((s.code, s.reason.as_str()), (502, "Unknown"));
+    assert_eq!((s.code, s.reason.as_str()), (502, "InternalError"));
     assert_eq!(s.retry_after, Some(Duration::from_secs(2)));
     assert_eq!(
         s.details.as_ref().unwrap().causes[0].message,

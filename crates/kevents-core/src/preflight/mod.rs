@@ -410,7 +410,12 @@ mod tests {
                 "patch \"\" a"
             ]
         );
-        assert!(r.to_string().contains("(events.k8s.io/v1 is not served)"));
+        // core/v1 by its name ("written with v1" read as events.k8s.io/v1).
+        assert!(
+            r.to_string()
+                .contains("events are written with core/v1 (events.k8s.io/v1 is not served)"),
+            "{r}"
+        );
     }
 
     #[test]

@@ -218,7 +218,15 @@ impl PreflightReport {
 
 impl fmt::Display for PreflightReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let apis: Vec<&str> = self.apis.iter().map(|a| a.api_version()).collect();
+        // core/v1 by its name: its apiVersion, "v1", reads as if it were events.k8s.io/v1's.
+        let apis: Vec<&str> = self
+            .apis
+            .iter()
+            .map(|a| match a {
+                EventsApi::CoreV1 => "core/v1",
+                EventsApi::EventsV1 => a.api_version(),
+            })
+            .collect();
         match self.events_v1_served {
             None if self.apis.len() > 1 => write!(
                 f,
@@ -227,7 +235,7 @@ impl fmt::Display for PreflightReport {
             )?,
             Some(false) if self.apis == [EventsApi::CoreV1] => write!(
                 f,
-                "events are written with v1 (events.k8s.io/v1 is not served)"
+                "events are written with core/v1 (events.k8s.io/v1 is not served)"
             )?,
             _ => write!(f, "events are written with {}", apis.join(" and "))?,
         }

@@ -112,6 +112,18 @@ fn status_body_is_decoded() {
 }
 
 #[test]
+fn a_redirect_is_not_called_a_server_error() {
+    // Was "an error on the server has prevented the request from succeeding" (issue 36).
+    let e = answer(302, "").answer().status_error();
+    let SinkError::Status(s) = e else { panic!() };
+    assert_eq!((s.code, s.reason.as_str()), (302, "Unknown"));
+    assert_eq!(
+        s.message,
+        "the server responded with the status code 302 but did not return more information"
+    );
+}
+
+#[test]
 fn non_status_body_becomes_generic_status() {
     let mut a = answer(502, "<html>bad gateway</html>");
     a.retry_after = Some(Duration::from_secs(7));
@@ -119,7 +131,7 @@ fn non_status_body_becomes_generic_status() {
     assert_eq!(e.code(), Some(502));
     assert_eq!(e.retry_after(), Some(Duration::from_secs(7)));
     let SinkError::Status(s) = e else { panic!() };
-    assert_eq!(s.reason, "Unknown");
+    assert_eq!(s.reason, "InternalError"); // client-go: any 5xx it does not name
     assert_eq!(
         s.details.unwrap().causes[0].message,
         "<html>bad gateway</html>"
