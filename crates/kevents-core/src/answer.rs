@@ -164,7 +164,7 @@ pub fn generic_reason(code: u16) -> (&'static str, String) {
             "Timeout",
             "the server was unable to return a response in the time allotted, but may still be processing the request",
         ),
-        500.. => (
+        _ if code >= 500 => (
             "InternalError",
             "an error on the server has prevented the request from succeeding",
         ),
