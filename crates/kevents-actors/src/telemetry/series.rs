@@ -191,8 +191,8 @@ impl SeriesCounters {
         self.unwritten.store(unwritten, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> crate::events_v1::SinkSnapshot {
-        crate::events_v1::SinkSnapshot {
+    pub(crate) fn snapshot(&self) -> crate::stats::events_v1::SinkSnapshot {
+        crate::stats::events_v1::SinkSnapshot {
             name: self.name.clone(),
             cache: *lock(&self.cache),
             created: self.created.get(),

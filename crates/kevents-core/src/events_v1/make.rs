@@ -111,7 +111,7 @@ pub struct Occurrence {
     pub annotations: BTreeMap<String, String>,
 }
 
-impl crate::events_v1::Occurrence {
+impl Occurrence {
     /// An occurrence without annotations.
     ///
     /// ```
@@ -129,7 +129,7 @@ impl crate::events_v1::Occurrence {
         action: impl Into<String>,
         note: impl Into<String>,
     ) -> Self {
-        crate::events_v1::Occurrence {
+        Occurrence {
             regarding,
             related,
             event_type: event_type.as_str().to_owned(),
@@ -250,11 +250,11 @@ pub struct EventFactory {
     pub note_policy: NotePolicy,
 }
 
-impl crate::events_v1::EventFactory {
+impl EventFactory {
     /// A factory for `reporter` with the defaults: UUID fallback names, cluster-scoped events
     /// in `kube-system`, notes truncated with `"..."`.
     pub fn new(reporter: Reporter) -> Self {
-        crate::events_v1::EventFactory {
+        EventFactory {
             reporter,
             ..Default::default()
         }
@@ -277,11 +277,7 @@ impl crate::events_v1::EventFactory {
     /// assert_eq!(f.check(now, &bad), Err(InvalidEvent::ActionMissing));
     /// assert_eq!(f.make(now, bad).unwrap_err(), InvalidEvent::ActionMissing);
     /// ```
-    pub fn check(
-        &self,
-        now: Time,
-        occ: &crate::events_v1::Occurrence,
-    ) -> Result<(), crate::events_v1::InvalidEvent> {
+    pub fn check(&self, now: Time, occ: &Occurrence) -> Result<(), crate::events_v1::InvalidEvent> {
         self.check_borrowed(
             now,
             EventsV1OccurrenceRef {
@@ -346,9 +342,9 @@ impl crate::events_v1::EventFactory {
     pub fn make(
         &self,
         now: Time,
-        occ: crate::events_v1::Occurrence,
+        occ: Occurrence,
     ) -> Result<Event, crate::events_v1::InvalidEvent> {
-        let crate::events_v1::Occurrence {
+        let Occurrence {
             regarding,
             related,
             event_type,
@@ -412,7 +408,7 @@ mod tests {
             secs in -3i64..3_000_000_000, sel in prop::collection::vec(0usize..16, 12),
         ) {
             let name = if long_name { format!("{}{}", "a".repeat(240), name) } else { name };
-            let f = crate::events_v1::EventFactory {
+            let f = EventFactory {
                 reporter: Reporter::with_instance(
                     pick(&["c1", "-bad", "", "example.com/ctl"], sel[0]),
                     pick(&["i".to_owned(), String::new(), "i".repeat(129)], sel[1]),
@@ -428,7 +424,7 @@ mod tests {
                 2 => { annotations.insert("bad key".to_owned(), "v".to_owned()); }
                 _ => {}
             }
-            let occ = crate::events_v1::Occurrence {
+            let occ = Occurrence {
                 regarding: ObjectReference::new("v1", "Pod", ns, name),
                 related: None,
                 event_type: pick(&["Normal", "Warning", "Error"], sel[7]).to_owned(),

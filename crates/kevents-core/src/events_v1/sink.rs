@@ -42,35 +42,32 @@ pub type SinkFuture =
 /// ```
 pub trait EventSink: Send + Sync + 'static {
     /// `POST /apis/events.k8s.io/v1/namespaces/{event.namespace}/events`.
-    fn create_events_v1(&self, event: &Event) -> crate::events_v1::SinkFuture;
+    fn create_events_v1(&self, event: &Event) -> SinkFuture;
     /// `PATCH /apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{event.name}` with a
     /// strategic merge patch (`application/strategic-merge-patch+json`).
-    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> crate::events_v1::SinkFuture;
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> SinkFuture;
 }
 
-impl<S: crate::events_v1::EventSink + ?Sized> crate::events_v1::EventSink for Arc<S> {
-    fn create_events_v1(&self, event: &Event) -> crate::events_v1::SinkFuture {
+impl<S: EventSink + ?Sized> EventSink for Arc<S> {
+    fn create_events_v1(&self, event: &Event) -> SinkFuture {
         (**self).create_events_v1(event)
     }
-    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> crate::events_v1::SinkFuture {
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         (**self).patch_events_v1(event, patch)
     }
 }
 
-impl<S: crate::events_v1::EventSink + ?Sized> crate::events_v1::EventSink for Box<S> {
-    fn create_events_v1(&self, event: &Event) -> crate::events_v1::SinkFuture {
+impl<S: EventSink + ?Sized> EventSink for Box<S> {
+    fn create_events_v1(&self, event: &Event) -> SinkFuture {
         (**self).create_events_v1(event)
     }
-    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> crate::events_v1::SinkFuture {
+    fn patch_events_v1(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         (**self).patch_events_v1(event, patch)
     }
 }
 
 /// Sends one request for `write`: POST for [`Write::Create`], PATCH for [`Write::Patch`].
-pub fn send<S: crate::events_v1::EventSink + ?Sized>(
-    sink: &S,
-    write: &Write,
-) -> crate::events_v1::SinkFuture {
+pub fn send<S: EventSink + ?Sized>(sink: &S, write: &Write) -> SinkFuture {
     match write {
         Write::Create { event, .. } => sink.create_events_v1(event),
         Write::Patch { event, patch, .. } => sink.patch_events_v1(event, patch),
@@ -123,14 +120,11 @@ pub struct WriteOutcome {
 /// assert!(out.recreated && out.step == Step::Stored);
 /// assert_eq!(api.get_events_v1("default", "p.1").unwrap().series.unwrap().count, 2);
 /// ```
-pub async fn write_once<S: crate::events_v1::EventSink + ?Sized>(
-    sink: &S,
-    write: Write,
-) -> crate::events_v1::WriteOutcome {
+pub async fn write_once<S: EventSink + ?Sized>(sink: &S, write: Write) -> WriteOutcome {
     let result = send(sink, &write).await;
     let step = classify(&write, &result);
     if step != Step::Recreate {
-        return crate::events_v1::WriteOutcome {
+        return WriteOutcome {
             sent: write,
             result,
             recreated: false,
@@ -140,7 +134,7 @@ pub async fn write_once<S: crate::events_v1::EventSink + ?Sized>(
     let write = write.recreate();
     let result = send(sink, &write).await;
     let step = classify(&write, &result);
-    crate::events_v1::WriteOutcome {
+    WriteOutcome {
         sent: write,
         result,
         recreated: true,

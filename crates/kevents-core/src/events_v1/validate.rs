@@ -123,12 +123,12 @@ impl Default for NotePolicy {
 
 impl NotePolicy {
     /// The length [`apply`](Self::apply) would give `note`, or its error, without copying.
-    pub(crate) fn applied_len(&self, note: &str) -> Result<usize, crate::events_v1::InvalidEvent> {
+    pub(crate) fn applied_len(&self, note: &str) -> Result<usize, InvalidEvent> {
         if note.len() <= NOTE_LIMIT {
             return Ok(note.len());
         }
         match self {
-            NotePolicy::Reject => Err(crate::events_v1::InvalidEvent::NoteTooLong(note.len())),
+            NotePolicy::Reject => Err(InvalidEvent::NoteTooLong(note.len())),
             NotePolicy::Truncate { marker } => {
                 let marker = &marker[..floor_char_boundary(marker, NOTE_LIMIT)];
                 Ok(floor_char_boundary(note, NOTE_LIMIT - marker.len()) + marker.len())
@@ -137,12 +137,12 @@ impl NotePolicy {
     }
 
     /// Applies the policy: the note unchanged when it fits, else truncated or refused.
-    pub fn apply(&self, note: String) -> Result<String, crate::events_v1::InvalidEvent> {
+    pub fn apply(&self, note: String) -> Result<String, InvalidEvent> {
         if note.len() <= NOTE_LIMIT {
             return Ok(note);
         }
         match self {
-            NotePolicy::Reject => Err(crate::events_v1::InvalidEvent::NoteTooLong(note.len())),
+            NotePolicy::Reject => Err(InvalidEvent::NoteTooLong(note.len())),
             NotePolicy::Truncate { marker } => {
                 let marker = &marker[..floor_char_boundary(marker, NOTE_LIMIT)];
                 let cut = floor_char_boundary(&note, NOTE_LIMIT - marker.len());
@@ -200,51 +200,38 @@ impl ClusterScopedRule {
 /// let e = Event::default();
 /// assert_eq!(validate_create(&e, ClusterScopedRule::default()), Err(InvalidEvent::Name(String::new())));
 /// ```
-pub fn validate_create(
-    e: &Event,
-    rule: ClusterScopedRule,
-) -> Result<(), crate::events_v1::InvalidEvent> {
+pub fn validate_create(e: &Event, rule: ClusterScopedRule) -> Result<(), InvalidEvent> {
     if !name::is_dns1123_subdomain(&e.metadata.name) {
-        return Err(crate::events_v1::InvalidEvent::Name(
-            e.metadata.name.clone(),
-        ));
+        return Err(InvalidEvent::Name(e.metadata.name.clone()));
     }
     let ns = &e.metadata.namespace;
     if !name::is_dns1123_label(ns) {
-        return Err(crate::events_v1::InvalidEvent::Namespace(ns.clone()));
+        return Err(InvalidEvent::Namespace(ns.clone()));
     }
     if e.regarding.namespace.is_empty() && !rule.allows(ns) {
-        return Err(crate::events_v1::InvalidEvent::ClusterScopedNamespace {
+        return Err(InvalidEvent::ClusterScopedNamespace {
             namespace: ns.clone(),
             allowed: rule.describe(),
         });
     }
     if e.event_time.is_none() {
-        return Err(crate::events_v1::InvalidEvent::EventTimeMissing);
+        return Err(InvalidEvent::EventTimeMissing);
     }
     validate_fields(e)?;
     if let Some(s) = &e.series {
         validate_series(s)?;
     }
     if e.deprecated_source != EventSource::default() {
-        return Err(crate::events_v1::InvalidEvent::Deprecated(
-            "deprecatedSource",
-        ));
+        return Err(InvalidEvent::Deprecated("deprecatedSource"));
     }
     if e.deprecated_first_timestamp.is_some() {
-        return Err(crate::events_v1::InvalidEvent::Deprecated(
-            "deprecatedFirstTimestamp",
-        ));
+        return Err(InvalidEvent::Deprecated("deprecatedFirstTimestamp"));
     }
     if e.deprecated_last_timestamp.is_some() {
-        return Err(crate::events_v1::InvalidEvent::Deprecated(
-            "deprecatedLastTimestamp",
-        ));
+        return Err(InvalidEvent::Deprecated("deprecatedLastTimestamp"));
     }
     if e.deprecated_count != 0 {
-        return Err(crate::events_v1::InvalidEvent::Deprecated(
-            "deprecatedCount",
-        ));
+        return Err(InvalidEvent::Deprecated("deprecatedCount"));
     }
     validate_annotations(&e.metadata.annotations)
 }
@@ -252,21 +239,21 @@ pub fn validate_create(
 /// The annotation checks of [`validate_create`].
 pub(crate) fn validate_annotations(
     annotations: &std::collections::BTreeMap<String, String>,
-) -> Result<(), crate::events_v1::InvalidEvent> {
+) -> Result<(), InvalidEvent> {
     let mut total = 0;
     for (k, v) in annotations {
         if !name::is_qualified_name(&k.to_ascii_lowercase()) {
-            return Err(crate::events_v1::InvalidEvent::AnnotationKey(k.clone()));
+            return Err(InvalidEvent::AnnotationKey(k.clone()));
         }
         total += k.len() + v.len();
     }
     if total > MAX_ANNOTATIONS_BYTES {
-        return Err(crate::events_v1::InvalidEvent::AnnotationsTooLarge(total));
+        return Err(InvalidEvent::AnnotationsTooLarge(total));
     }
     Ok(())
 }
 
-fn validate_fields(e: &Event) -> Result<(), crate::events_v1::InvalidEvent> {
+fn validate_fields(e: &Event) -> Result<(), InvalidEvent> {
     validate_field_parts(
         &e.type_,
         &e.reason,
@@ -286,43 +273,41 @@ pub(crate) fn validate_field_parts(
     note_len: usize,
     reporting_controller: &str,
     reporting_instance: &str,
-) -> Result<(), crate::events_v1::InvalidEvent> {
+) -> Result<(), InvalidEvent> {
     if EventType::parse(type_).is_none() {
-        return Err(crate::events_v1::InvalidEvent::Type(type_.to_owned()));
+        return Err(InvalidEvent::Type(type_.to_owned()));
     }
     match reason.len() {
-        0 => return Err(crate::events_v1::InvalidEvent::ReasonMissing),
-        n if n > REASON_LIMIT => return Err(crate::events_v1::InvalidEvent::ReasonTooLong(n)),
+        0 => return Err(InvalidEvent::ReasonMissing),
+        n if n > REASON_LIMIT => return Err(InvalidEvent::ReasonTooLong(n)),
         _ => {}
     }
     match action.len() {
-        0 => return Err(crate::events_v1::InvalidEvent::ActionMissing),
-        n if n > ACTION_LIMIT => return Err(crate::events_v1::InvalidEvent::ActionTooLong(n)),
+        0 => return Err(InvalidEvent::ActionMissing),
+        n if n > ACTION_LIMIT => return Err(InvalidEvent::ActionTooLong(n)),
         _ => {}
     }
     if note_len > NOTE_LIMIT {
-        return Err(crate::events_v1::InvalidEvent::NoteTooLong(note_len));
+        return Err(InvalidEvent::NoteTooLong(note_len));
     }
     if !name::is_qualified_name(reporting_controller) {
-        return Err(crate::events_v1::InvalidEvent::ReportingController(
+        return Err(InvalidEvent::ReportingController(
             reporting_controller.to_owned(),
         ));
     }
     match reporting_instance.len() {
-        0 => Err(crate::events_v1::InvalidEvent::ReportingInstanceMissing),
-        n if n > REPORTING_INSTANCE_LIMIT => {
-            Err(crate::events_v1::InvalidEvent::ReportingInstanceTooLong(n))
-        }
+        0 => Err(InvalidEvent::ReportingInstanceMissing),
+        n if n > REPORTING_INSTANCE_LIMIT => Err(InvalidEvent::ReportingInstanceTooLong(n)),
         _ => Ok(()),
     }
 }
 
-fn validate_series(s: &super::model::EventSeries) -> Result<(), crate::events_v1::InvalidEvent> {
+fn validate_series(s: &super::model::EventSeries) -> Result<(), InvalidEvent> {
     if s.count < 2 {
-        return Err(crate::events_v1::InvalidEvent::SeriesCount(s.count));
+        return Err(InvalidEvent::SeriesCount(s.count));
     }
     if s.last_observed_time.is_none() {
-        return Err(crate::events_v1::InvalidEvent::SeriesLastObservedTime);
+        return Err(InvalidEvent::SeriesLastObservedTime);
     }
     Ok(())
 }
@@ -344,7 +329,7 @@ fn validate_series(s: &super::model::EventSeries) -> Result<(), crate::events_v1
 /// new.note = "changed".into();
 /// assert_eq!(validate_update(&old, &new), Err(InvalidEvent::Immutable("note")));
 /// ```
-pub fn validate_update(old: &Event, new: &Event) -> Result<(), crate::events_v1::InvalidEvent> {
+pub fn validate_update(old: &Event, new: &Event) -> Result<(), InvalidEvent> {
     if old.series != new.series
         && let Some(s) = &new.series
     {
@@ -385,7 +370,7 @@ pub fn validate_update(old: &Event, new: &Event) -> Result<(), crate::events_v1:
         ("metadata.name", old.metadata.name == new.metadata.name),
     ];
     match checks.iter().find(|(_, same)| !same) {
-        Some((field, _)) => Err(crate::events_v1::InvalidEvent::Immutable(field)),
+        Some((field, _)) => Err(InvalidEvent::Immutable(field)),
         None => Ok(()),
     }
 }
