@@ -11,9 +11,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use kevents_core::events_v1::{ClusterScopedNamespace, Reporter};
 use kevents_core::preflight::{ApiChoice, EventsApi, PreflightPlan};
-use kevents_http::{HttpConfig, HttpSink};
+use kevents_http::HttpSink;
 
-use crate::cluster::{self, Failure, FailureKind, KubeTarget};
+use crate::cluster::{self, Failure, FailureKind};
 use crate::doctor_rbac;
 
 /// How long doctor waits for all its access reviews together (and, apart, for the question
@@ -112,20 +112,7 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     for ns in &args.namespaces {
         cluster::validate_namespace(ns)?;
     }
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            KubeTarget::new(path.clone(), args.context.clone())
-                .config()
-                .await?
-        }
-        None => {
-            let config = HttpConfig::infer()
-                .await
-                .map_err(|e| Failure::new(FailureKind::Config, e))?;
-            cluster::register_credentials(&config).await?;
-            config
-        }
-    };
+    let config = cluster::cluster_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     let version = cluster::probe_server(&config).await?;
     let sink = HttpSink::new(config).map_err(|e| Failure::new(FailureKind::Config, e))?;
     let mut namespaces = args.namespaces.clone();

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use kevents_export::{ExportConfig, JetStream, JetStreamConfig};
 use kevents_http::lease::{LeaderElector, LeaseConfig};
 
-use crate::cluster::{self, KubeTarget};
+use crate::cluster;
 
 /// Which view of the stored events to watch.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -86,16 +86,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     for ns in &args.namespaces {
         cluster::validate_namespace(ns)?;
     }
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            KubeTarget::new(path.clone(), args.context.clone())
-                .config()
-                .await?
-        }
-        None => kevents_http::HttpConfig::infer()
-            .await
-            .context("no kubeconfig or in-cluster configuration")?,
-    };
+    let config = cluster::cluster_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     let apiserver = kevents_http::HttpSink::new(config)?;
     if let Some(addr) = args.metrics_addr {
         let (recorder, exporter) = metrics_exporter_prometheus::PrometheusBuilder::new()

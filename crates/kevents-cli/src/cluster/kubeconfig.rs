@@ -146,3 +146,26 @@ impl KubeTarget {
         Ok(config)
     }
 }
+
+/// The configuration a command talks to the cluster with: `--kubeconfig` (and `--context`)
+/// read once, else `KUBECONFIG`, `~/.kube/config` or the in-cluster service account; either
+/// way its credentials are registered so that no output shows them.
+pub async fn cluster_config(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&String>,
+) -> Result<HttpConfig, Failure> {
+    match kubeconfig {
+        Some(path) => {
+            KubeTarget::new(path.clone(), context.cloned())
+                .config()
+                .await
+        }
+        None => {
+            let config = HttpConfig::infer()
+                .await
+                .map_err(|e| Failure::new(FailureKind::Config, e))?;
+            register_credentials(&config).await?;
+            Ok(config)
+        }
+    }
+}

@@ -26,7 +26,7 @@ mod wait;
 pub use describe::{describe, list_error, secs};
 pub use exit::{Failure, FailureKind, exit_code, finish};
 pub use health::{Health, WatchedSink};
-pub use kubeconfig::{KubeTarget, register_credentials};
+pub use kubeconfig::{KubeTarget, cluster_config};
 pub use namespace::validate_namespace;
 pub use probe::{PROBE_TIMEOUT, probe_events, probe_server};
 pub use secrets::{one_line, redact};
