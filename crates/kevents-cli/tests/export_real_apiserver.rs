@@ -224,6 +224,12 @@ fn metrics(port: u16) -> String {
     text
 }
 
+/// Sends `sig` to `child`.
+fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
+        .unwrap_or_else(|e| panic!("{sig}: {e}"));
+}
+
 fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path, metrics_port: Option<u16>) -> Child {
     spawn_export_with(kubeconfig, nats, log, metrics_port, &[])
 }
@@ -310,11 +316,7 @@ kevents_testkit::real_apiserver_tests! {
             writer.raise_all(2).await;
             // Killed in the middle of the work, no chance to save anything.
             tokio::time::sleep(Duration::from_millis(300)).await;
-            nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(export.id() as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            )
-            .expect("SIGKILL");
+            signal(&export, nix::sys::signal::Signal::SIGKILL);
             let _ = export.wait();
             writer.raise_all(3).await;
             for ns in NAMESPACES {
@@ -353,11 +355,7 @@ kevents_testkit::real_apiserver_tests! {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             // SIGTERM: a clean end.
-            nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(export.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            )
-            .expect("SIGTERM");
+            signal(&export, nix::sys::signal::Signal::SIGTERM);
             let status = export.wait().expect("waiting for export");
             assert!(status.success(), "export after SIGTERM: {status}");
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -487,11 +485,7 @@ kevents_testkit::real_apiserver_tests! {
                 let h = holder().await;
                 // The holder dies without a word; a new replica takes its place as standby.
                 let mut child = replicas.remove(&h).expect("the holder is one of ours");
-                nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                )
-                .expect("SIGKILL");
+                signal(&child, nix::sys::signal::Signal::SIGKILL);
                 let _ = child.wait();
                 holders.push(h);
                 let fresh = format!("r{round}");
@@ -514,11 +508,7 @@ kevents_testkit::real_apiserver_tests! {
             assert!(text.matches("leads; exporting").count() >= 3, "{text}");
             // The survivors end cleanly; the holder releases the Lease.
             for (_, mut child) in replicas {
-                nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                )
-                .expect("SIGTERM");
+                signal(&child, nix::sys::signal::Signal::SIGTERM);
                 let status = child.wait().expect("waiting for export");
                 assert!(status.success(), "export after SIGTERM: {status}");
             }
