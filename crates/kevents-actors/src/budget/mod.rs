@@ -10,6 +10,8 @@
 //! events keep replacing them (coalescing): a throttled pipeline sends fewer, fresher writes.
 
 mod circuit;
+#[cfg(test)]
+mod fleet_model;
 mod limit;
 mod options;
 mod permit;
@@ -45,8 +47,13 @@ struct State {
     /// When the last of `objects`' pauses ends: past it the map is cleared, so a write
     /// hashes its object only while some object is paused.
     objects_until: Option<Instant>,
-    /// Writes in flight at most (adaptive; infinite until the first 429).
+    /// Writes in flight at most (adaptive): one at the start, one more per answer until the
+    /// first decrease (doubling every round trip: a fleet starting together does not send
+    /// each member's whole window into a server that refuses it), then one more per round
+    /// of answers; infinite past 4096.
     in_flight_limit: f64,
+    /// No decrease yet: the writes in flight grow by one per answer.
+    slow_start: bool,
     breaker: Breaker,
 }
 
@@ -148,7 +155,9 @@ impl WriteBudget {
     fn assemble(counters: BudgetCounters, enabled: bool, options: BudgetOptions) -> Self {
         let now = Instant::now();
         let all = Throttle::new(options.qps, options.burst, options.adaptive, now);
-        counters.rate(all.rate(), f64::INFINITY);
+        // A pinned budget keeps its rate and sends as many at once as the writers do.
+        let in_flight_limit = if options.adaptive { 1.0 } else { f64::INFINITY };
+        counters.rate(all.rate(), in_flight_limit);
         WriteBudget(Arc::new(Inner {
             enabled,
             state: Mutex::new(State {
@@ -156,7 +165,8 @@ impl WriteBudget {
                 namespaces: HashMap::new(),
                 objects: HashMap::new(),
                 objects_until: None,
-                in_flight_limit: f64::INFINITY,
+                in_flight_limit,
+                slow_start: true,
                 breaker: Breaker::new(),
             }),
             options,
@@ -278,7 +288,11 @@ impl WriteBudget {
                     ns.answered(now, e);
                 }
                 if st.in_flight_limit.is_finite() {
-                    st.in_flight_limit += 1.0 / st.in_flight_limit;
+                    st.in_flight_limit += if st.slow_start {
+                        1.0
+                    } else {
+                        1.0 / st.in_flight_limit
+                    };
                     if st.in_flight_limit > 4096.0 {
                         st.in_flight_limit = f64::INFINITY;
                     }
@@ -388,6 +402,7 @@ impl WriteBudget {
                     // Half the writes in flight now (this one's included), at least one.
                     let in_flight = f64::from(self.0.in_flight.load(Ordering::Relaxed));
                     st.in_flight_limit = (in_flight * 0.5).max(1.0);
+                    st.slow_start = false;
                 }
                 pause
             }
@@ -574,16 +589,30 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_429_lowers_the_rate_and_the_writes_in_flight() {
         let b = WriteBudget::new("t", BudgetOptions::default());
+        // Slow start: one write in flight, one more per answer.
+        assert_eq!(b.snapshot().in_flight_limit, Some(1));
+        let first = go(&b, NS);
+        assert_eq!(waits(&b, NS).1, Deferral::InFlight);
+        b.report(first, Health::Answered, NS);
+        let two: Vec<Permit> = (0..2).map(|_| go(&b, NS)).collect();
+        for p in two {
+            b.report(p, Health::Answered, NS);
+        }
+        for _ in 0..5 {
+            let p = go(&b, NS);
+            b.report(p, Health::Answered, NS);
+        }
+        assert_eq!(b.snapshot().in_flight_limit, Some(9));
         let permits: Vec<Permit> = (0..8).map(|_| go(&b, NS)).collect();
         let mut permits = permits.into_iter();
         b.report(permits.next().unwrap(), limited("Server"), NS);
         let s = b.snapshot();
-        assert_eq!(s.rate, 100.0, "halved (no measurement yet)");
+        assert_eq!(s.rate, 120.0, "times 0.6");
         assert_eq!(s.in_flight_limit, Some(4), "8 in flight: half");
         assert_eq!(s.throttled, 1);
         // The other 429s of that round do not lower it again.
         b.report(permits.next().unwrap(), limited("Server"), NS);
-        assert_eq!(b.snapshot().rate, 100.0);
+        assert_eq!(b.snapshot().rate, 120.0);
         // 6 still in flight, limit 4: the next write waits for one to end.
         tokio::time::advance(Duration::from_millis(20)).await;
         assert_eq!(waits(&b, NS).1, Deferral::InFlight);
@@ -595,7 +624,7 @@ mod tests {
         for p in permits {
             b.report(p, Health::Answered, NS);
         }
-        assert!(b.snapshot().rate > 100.0, "grows while writes are accepted");
+        assert!(b.snapshot().rate > 120.0, "grows while writes are accepted");
     }
 
     /// A `Namespace` 429 pauses and lowers that namespace only; a `SourceAndObject` one
