@@ -268,9 +268,9 @@ mod tests {
     }
 
     /// Fleets of 4, 8 and 16 budgets under `Server` 100/200 and 8 under a `User` limit of
-    /// 50/100, five seeds each: the median run within 1.1x the bound, every run within
-    /// 1.3x, the fastest member never done before 0.3 of the slowest's time, Jain's index
-    /// over the members' throughput at least 0.8, at most 4 % of the writes answered 429.
+    /// 50/100, five seeds each: the median run within 1.15x the bound, every run within
+    /// 1.25x, the fastest member never done before 0.4 of the slowest's time, Jain's index
+    /// over the members' throughput at least 0.9, at most 4 % of the writes answered 429.
     /// (The law before issue 34 — a decrease to the rate measured, a growth proportional
     /// to the rate — kept each member's share from its start: 1.6x to 2.9x the bound.)
     #[test]
@@ -286,14 +286,14 @@ mod tests {
                 let o = run(f, seed);
                 report(name, f, &o);
                 let ratio = o.slowest() / o.bound;
-                assert!(ratio <= 1.3, "{name}: {ratio}");
-                assert!(o.fastest() / o.slowest() >= 0.3, "{name}: {o:?}");
-                assert!(o.jain(f.writes) >= 0.8, "{name}: {o:?}");
+                assert!(ratio <= 1.25, "{name}: {ratio}");
+                assert!(o.fastest() / o.slowest() >= 0.4, "{name}: {o:?}");
+                assert!(o.jain(f.writes) >= 0.9, "{name}: {o:?}");
                 assert!(o.rejected_share() <= 0.04, "{name}: {o:?}");
                 over.push(ratio);
             }
             over.sort_by(f64::total_cmp);
-            assert!(over[2] <= 1.1, "{name}: median {over:?}");
+            assert!(over[2] <= 1.15, "{name}: median {over:?}");
         }
     }
 

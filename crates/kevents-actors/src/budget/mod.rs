@@ -78,11 +78,12 @@ struct Inner {
 /// * **Rate**: a token bucket of `qps` requests per second and `burst` at once (one token per
 ///   attempt, retries included). A write that finds no token waits (counted
 ///   `deferred_rate`) and keeps absorbing newer results for its event.
-/// * **Adaptive** (the default): a 429 lowers the rate (once per round trip, to 95 % of the
-///   rate the server was measured to accept, between half and 90 % of the current one) and
-///   halves the writes in flight; while writes are accepted the rate grows by 5 % per
-///   second and the writes in flight by one per round, up to `qps` (AIMD; the constants and
-///   why are in `budget/throttle.rs` and `docs/semantics.md`). [`BudgetSnapshot::rate`] is
+/// * **Adaptive** (the default): a 429 multiplies the rate by 0.6 (once per round trip)
+///   and halves the writes in flight; every accepted write adds 0.05 writes/s to the rate
+///   and the writes in flight grow by one per round, up to `qps` (AIMD, so budgets of
+///   several processes sharing a limit converge to equal shares; the constants and why
+///   are in `budget/throttle.rs` and `docs/semantics.md`). The writes in flight start at
+///   one and double every round trip until the first 429. [`BudgetSnapshot::rate`] is
 ///   the current rate (metric `kevents_budget_rate`).
 /// * **429, scoped**: the `EventRateLimit` plugin names the limit that refused a write. A
 ///   `Namespace` limit's 429 lowers and pauses only that namespace's writes (a bucket of its
