@@ -36,6 +36,33 @@ use throttle::Throttle;
 /// Namespaces with a bucket of their own (after a `Namespace` 429) and objects paused by a
 /// `SourceAndObject` 429, at most: a budget's memory stays bounded whatever the server says.
 const MAX_SCOPES: usize = 4096;
+/// A storm of 429s with `Retry-After` (APF under load) pauses the budget hundreds of times
+/// a minute: one info line at the first, then at most one per this long, saying how many
+/// pauses it stands for (each pause is also counted: `kevents_budget_pauses_total`).
+const PAUSE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// When the last info line about a pause was written, and the pauses since.
+#[derive(Debug, Default)]
+struct PauseLog {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl PauseLog {
+    /// A pause: `Some(pauses not logged since the last line)` if this one is to be logged.
+    fn pause(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < PAUSE_LOG_EVERY)
+        {
+            self.since += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.since))
+    }
+}
+
 #[derive(Debug)]
 struct State {
     /// Every write's bucket.
@@ -54,6 +81,8 @@ struct State {
     in_flight_limit: f64,
     /// No decrease yet: the writes in flight grow by one per answer.
     slow_start: bool,
+    /// At most one info line per [`PAUSE_LOG_EVERY`] about 429 pauses.
+    pause_log: PauseLog,
     breaker: Breaker,
 }
 
@@ -168,6 +197,7 @@ impl WriteBudget {
                 objects_until: None,
                 in_flight_limit,
                 slow_start: true,
+                pause_log: PauseLog::default(),
                 breaker: Breaker::new(),
             }),
             options,
@@ -411,8 +441,21 @@ impl WriteBudget {
         self.0.counters.rate(st.all.rate(), st.in_flight_limit);
         if let Some(d) = pause {
             self.0.counters.paused();
-            tracing::info!(budget = %self.name(), retry_after = ?d, limit = limit.as_str(),
-                "apiserver answered 429: pausing the writes its limit covers");
+            match st.pause_log.pause(now) {
+                Some(0) => {
+                    tracing::info!(budget = %self.name(), retry_after = ?d, limit = limit.as_str(),
+                        "apiserver answered 429: pausing the writes its limit covers");
+                }
+                Some(more) => {
+                    tracing::info!(budget = %self.name(), retry_after = ?d, limit = limit.as_str(),
+                        since_last = more,
+                        "apiserver answered 429: pausing the writes its limit covers ({more} more pauses since the last line)");
+                }
+                None => {
+                    tracing::debug!(budget = %self.name(), retry_after = ?d, limit = limit.as_str(),
+                        "apiserver answered 429: pausing the writes its limit covers");
+                }
+            }
         } else {
             tracing::debug!(budget = %self.name(), limit = limit.as_str(),
                 rate = st.all.rate(), "apiserver answered 429: write rate lowered");
@@ -563,6 +606,61 @@ mod tests {
         drop(go(&b, NS));
         assert_eq!(b.snapshot().pauses, 1);
         assert!(matches!(WriteBudget::off().admit(NS), Admit::Go(_)));
+    }
+
+    /// Writes what is logged into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A storm of 429s with `Retry-After` writes one info line, then at most one per 10 s
+    /// saying how many pauses it stands for (it wrote one per 429: 384 lines in 20 s).
+    #[tokio::test(start_paused = true)]
+    async fn a_storm_of_429s_is_summarised_in_the_log() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let b = WriteBudget::new("t", BudgetOptions::default());
+        let storm = |b: &WriteBudget, n: u32| {
+            for i in 0..n {
+                let p = b.permit(false, 0, None);
+                let ra = Duration::from_millis(100 + u64::from(i));
+                b.report(p, Health::Throttled(Some(ra), Limit::Everything), NS);
+            }
+        };
+        // 400 pauses in 10 s, then one more.
+        for _ in 0..20 {
+            storm(&b, 20);
+            tokio::time::advance(Duration::from_millis(500)).await;
+        }
+        storm(&b, 1);
+        let bytes = log.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let text = String::from_utf8(bytes).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("429")).collect();
+        assert_eq!(b.snapshot().pauses, 401);
+        // At 0 s and 10 s: two lines; the second stands for the 399 in between.
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[1].contains("399 more pauses since the last line"),
+            "{text}"
+        );
     }
 
     /// A pinned budget keeps its rate and pauses `default_retry_after` after a 429 without
