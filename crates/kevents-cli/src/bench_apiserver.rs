@@ -20,6 +20,10 @@ use crate::cluster::{
 };
 use crate::verify::{self, Ledger, LedgerSink};
 
+/// A run waits this long at most for its writes, the shutdown's included (a throttled fleet
+/// of 16 writes workload `api` in about two minutes).
+const RUN_DEADLINE: Duration = Duration::from_secs(300);
+
 /// Options of `kevents bench apiserver`.
 #[derive(Args, Debug, Clone)]
 pub struct ApiserverArgs {
@@ -177,7 +181,7 @@ async fn run_once(
         retry.max_attempts,
         false,
     );
-    let idle = wait_idle(&[&pipeline], Duration::from_secs(300), |s| {
+    let idle = wait_idle(&[&pipeline], RUN_DEADLINE, |s| {
         let h = health.report();
         if h.failing(Duration::from_secs(2)) {
             notes.note(std::slice::from_ref(s), &h);
@@ -185,7 +189,16 @@ async fn run_once(
     })
     .await;
     let seconds = start.elapsed().as_secs_f64();
-    let report = pipeline.shutdown(Duration::from_secs(30)).await;
+    // The shutdown writes what it holds (deferred spam tails: a hundred writes) at the
+    // budget's rate, which in a throttled fleet is the process's share of the limit (a few
+    // writes/s): it gets what is left of the run's deadline, at least 30 s.
+    let report = pipeline
+        .shutdown(
+            RUN_DEADLINE
+                .saturating_sub(start.elapsed())
+                .max(Duration::from_secs(30)),
+        )
+        .await;
     // The final state is on the server once the shutdown has written what it holds
     // (deferred spam tails, the latest counts).
     let final_seconds = start.elapsed().as_secs_f64();
