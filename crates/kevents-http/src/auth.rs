@@ -11,7 +11,7 @@ use base64::Engine as _;
 use http::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::{Auth, ClientIdentity, ConfigError};
+use crate::config::{Auth, ClientIdentity, ConfigError, check_bearer_token};
 use crate::exec::{EXEC_INITIAL_BACKOFF, EXEC_MAX_BACKOFF, ExecConfig, ExecError};
 use crate::token_file::{TokenFile, bearer, sensitive};
 
@@ -312,7 +312,12 @@ impl AuthHeader {
         Ok(match auth {
             Auth::None => AuthHeader::None,
             Auth::Bearer(token) => {
-                AuthHeader::Static(bearer(token.expose_secret().trim()).ok_or_else(invalid)?)
+                let token = token.expose_secret().trim();
+                check_bearer_token(token, "bearer token")?;
+                AuthHeader::Static(bearer(token).ok_or_else(|| ConfigError::InvalidToken {
+                    origin: "bearer token".into(),
+                    problem: "it is not a valid HTTP header value".into(),
+                })?)
             }
             Auth::Basic { username, password } => {
                 let raw = format!("{username}:{}", password.expose_secret());

@@ -140,6 +140,18 @@ pub enum ConfigError {
         /// What to keep.
         problem: String,
     },
+    /// A bearer token that cannot be sent in an `Authorization` header: a CR or LF inside it
+    /// (a token pasted with a line break, a token file holding two lines) or another control
+    /// character. Refused when the configuration is loaded (for a token file that is re-read
+    /// as it rotates: when it is read); the token itself is never shown.
+    #[error("{origin}: invalid bearer token: {problem}")]
+    InvalidToken {
+        /// Where the token comes from: `kubeconfig F: users["u"].user.token`,
+        /// `token file /path`, `bearer token`.
+        origin: String,
+        /// What is wrong with it, e.g. `it contains a line break (CR or LF)`.
+        problem: String,
+    },
     /// The configuration asks for something this crate does not implement.
     #[error("unsupported configuration: {0}")]
     Unsupported(String),

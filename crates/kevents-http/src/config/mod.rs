@@ -8,7 +8,7 @@ mod error;
 mod files;
 mod url;
 
-pub use credentials::{Auth, ClientIdentity, Impersonation};
+pub use credentials::{Auth, ClientIdentity, Impersonation, check_bearer_token};
 pub use error::ConfigError;
 pub(crate) use files::{decode_b64, pem_certs, read_capped};
 use url::is_loopback;
