@@ -13,7 +13,7 @@ use secrecy::ExposeSecret;
 
 use crate::config::{Auth, ClientIdentity, ConfigError, check_bearer_token};
 use crate::exec::{EXEC_INITIAL_BACKOFF, EXEC_MAX_BACKOFF, ExecConfig, ExecError};
-use crate::token_file::{TokenFile, bearer, sensitive};
+use crate::token_file::{TokenFile, bearer_header, sensitive};
 
 /// Why the current credential could not be produced (a token file that cannot be read, an
 /// exec plugin that failed). Never contains a credential.
@@ -179,7 +179,7 @@ impl ExecAuth {
             }
         };
         let header = match &credential.token {
-            Some(t) => Some(bearer(t.expose_secret()).ok_or_else(|| {
+            Some(t) => Some(bearer_header(t.expose_secret()).ok_or_else(|| {
                 CredentialError::Exec(ExecError::BadOutput {
                     command: self.config.command.clone(),
                     problem: "the token is not a valid header value".into(),
@@ -314,9 +314,11 @@ impl AuthHeader {
             Auth::Bearer(token) => {
                 let token = token.expose_secret().trim();
                 check_bearer_token(token, "bearer token")?;
-                AuthHeader::Static(bearer(token).ok_or_else(|| ConfigError::InvalidToken {
-                    origin: "bearer token".into(),
-                    problem: "it is not a valid HTTP header value".into(),
+                AuthHeader::Static(bearer_header(token).ok_or_else(|| {
+                    ConfigError::InvalidToken {
+                        origin: "bearer token".into(),
+                        problem: "it is not a valid HTTP header value".into(),
+                    }
                 })?)
             }
             Auth::Basic { username, password } => {

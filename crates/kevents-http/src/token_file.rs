@@ -27,7 +27,7 @@ pub(crate) fn sensitive(value: String) -> Option<HeaderValue> {
 }
 
 /// `Bearer <token>` as a sensitive header value.
-pub(crate) fn bearer(token: &str) -> Option<HeaderValue> {
+pub(crate) fn bearer_header(token: &str) -> Option<HeaderValue> {
     sensitive(format!("Bearer {token}"))
 }
 
@@ -83,8 +83,8 @@ fn check(path: &Path, known: Option<Option<SystemTime>>) -> Result<Found, String
     }
     check_bearer_token(token, &format!("token file {}", path.display()))
         .map_err(|e| e.to_string())?;
-    let header =
-        bearer(token).ok_or_else(|| err("invalid bearer token: not a valid header value"))?;
+    let header = bearer_header(token)
+        .ok_or_else(|| err("invalid bearer token: not a valid header value"))?;
     tracing::debug!(path = %path.display(), "read bearer token file");
     Ok(Found::Read(header, modified))
 }

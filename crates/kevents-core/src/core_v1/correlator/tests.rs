@@ -501,11 +501,13 @@ fn hostile_answer_counts_neither_wrap_nor_roll_back() {
 #[test]
 fn a_long_message_leaves_no_key_buffer_behind() {
     let mut c = Correlator::new(CorrelatorOptions::default());
-    let mut e = Event::default();
-    e.involved_object = ObjectReference::new("v1", "Pod", "ns", "p");
-    e.reason = "BackOff".into();
-    e.count = 1;
-    e.message = "x".repeat(4 << 20);
+    let e = Event {
+        involved_object: ObjectReference::new("v1", "Pod", "ns", "p"),
+        reason: "BackOff".into(),
+        count: 1,
+        message: "x".repeat(4 << 20),
+        ..Event::default()
+    };
     let r = c.correlate(e.clone());
     assert!(!r.skip);
     c.update_state(&r.event);
