@@ -884,3 +884,44 @@ async fn add_sink_v1_sees_later_events() {
         assert_eq!(report.stats.sinks_events_v1.len(), 2);
     }
 }
+
+/// Issue 36: `StatsSnapshot::dropped_total()` counts the writes an events.k8s.io/v1 series
+/// chain gave up (200 failed writes were `dropped_total() == 0`, so a test asserting 0 on the
+/// kube-rs drop-in could not fail).
+#[actix_rt::test]
+async fn failed_series_writes_count_in_dropped_total() {
+    let api = MemoryApiServer::new();
+    tokio::time::pause();
+    let always = Flaky {
+        api: api.clone(),
+        failures: AtomicU32::new(u32::MAX),
+    };
+    let p = Pipeline::builder(EventSource::new("eventTest", "host"))
+        .clock(Arc::new(TokioClock::new(t0())))
+        .events_v1(EventsV1Config::new(reporter()))
+        .sink_events_v1(
+            "v1",
+            always,
+            kevents_actors::events_v1::SinkOptions {
+                retry: RetryPolicy {
+                    max_attempts: 2,
+                    randomize_first: false,
+                    ..RetryPolicy::default()
+                },
+                ..Default::default()
+            },
+        )
+        .start();
+    for i in 0..200 {
+        let mut o = backoff();
+        o.reason = format!("Reason{i}");
+        p.recorder().events_v1().emit(o).unwrap();
+    }
+    let report = p.shutdown(Duration::from_secs(3600)).await;
+    let s = report.stats.sink_events_v1("v1").unwrap();
+    assert_eq!(s.created + s.patched, 0, "{s:?}");
+    assert_eq!(s.failed(), 200, "{s:?}");
+    assert_eq!(s.not_stored, 0, "a 503 is no refusal: {s:?}");
+    assert_eq!(report.stats.dropped_total(), 200, "{report:?}");
+    assert!(api.list_events_v1().is_empty());
+}

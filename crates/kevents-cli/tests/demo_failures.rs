@@ -1055,3 +1055,48 @@ fn a_refused_write_is_not_said_to_be_retried() {
     let c = counters(&run.stdout);
     assert_eq!(c.get("retries"), Some(&0), "{c:?}");
 }
+
+/// Issue 36: a CR or LF inside a bearer token (inline, or in a token file) is an invalid
+/// token named by where it comes from, at load (exit 2, nothing sent), never printed; it was
+/// reported as a TLS problem (inline) or failed at the first request (a token file).
+#[test]
+fn a_line_break_inside_a_token_is_an_invalid_token_and_nothing_is_sent() {
+    let (url, connections) = silent_server();
+    let dir = std::env::temp_dir().join(format!("kevents-demo-crlf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cr3t-part1\nsecond-line\n").expect("token file");
+    for (user, origin) in [
+        (
+            "    token: \"s3cr3t-part1\\r\\nsecond-line\"".to_owned(),
+            "users[\"u\"].user.token".to_owned(),
+        ),
+        (
+            format!("    tokenFile: {}", token_file.display()),
+            format!("token file {}", token_file.display()),
+        ),
+    ] {
+        let kc = kubeconfig_with_user(&url, &user);
+        let run = kevents(
+            &["demo", "--kubeconfig", path_str(&kc), "--pace-ms", "0"],
+            QUICK,
+        );
+        run.assert_code(2);
+        assert!(
+            run.stderr.contains(&origin)
+                && run
+                    .stderr
+                    .contains("invalid bearer token: it contains a line break"),
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("TLS"), "{}", run.stderr);
+        assert!(
+            !run.stderr.contains("s3cr3t-part1") && !run.stderr.contains("second-line"),
+            "{}",
+            run.stderr
+        );
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,9 +11,9 @@ use base64::Engine as _;
 use http::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::{Auth, ClientIdentity, ConfigError};
+use crate::config::{Auth, ClientIdentity, ConfigError, check_bearer_token};
 use crate::exec::{EXEC_INITIAL_BACKOFF, EXEC_MAX_BACKOFF, ExecConfig, ExecError};
-use crate::token_file::{TokenFile, bearer, sensitive};
+use crate::token_file::{TokenFile, bearer_header, sensitive};
 
 /// Why the current credential could not be produced (a token file that cannot be read, an
 /// exec plugin that failed). Never contains a credential.
@@ -179,7 +179,7 @@ impl ExecAuth {
             }
         };
         let header = match &credential.token {
-            Some(t) => Some(bearer(t.expose_secret()).ok_or_else(|| {
+            Some(t) => Some(bearer_header(t.expose_secret()).ok_or_else(|| {
                 CredentialError::Exec(ExecError::BadOutput {
                     command: self.config.command.clone(),
                     problem: "the token is not a valid header value".into(),
@@ -312,7 +312,14 @@ impl AuthHeader {
         Ok(match auth {
             Auth::None => AuthHeader::None,
             Auth::Bearer(token) => {
-                AuthHeader::Static(bearer(token.expose_secret().trim()).ok_or_else(invalid)?)
+                let token = token.expose_secret().trim();
+                check_bearer_token(token, "bearer token")?;
+                AuthHeader::Static(bearer_header(token).ok_or_else(|| {
+                    ConfigError::InvalidToken {
+                        origin: "bearer token".into(),
+                        problem: "it is not a valid HTTP header value".into(),
+                    }
+                })?)
             }
             Auth::Basic { username, password } => {
                 let raw = format!("{username}:{}", password.expose_secret());

@@ -14,8 +14,8 @@ use secrecy::ExposeSecret as _;
 
 use crate::config::{
     Auth, ClientIdentity, ConfigError, DEFAULT_TOKEN_REFRESH, HttpConfig, Impersonation,
-    MAX_KUBECONFIG_BYTES, MAX_PEM_FILE_BYTES, MAX_TOKEN_FILE_BYTES, decode_b64, parse_cluster_url,
-    pem_certs, read_capped, redact_url_text,
+    MAX_KUBECONFIG_BYTES, MAX_PEM_FILE_BYTES, MAX_TOKEN_FILE_BYTES, check_bearer_token, decode_b64,
+    parse_cluster_url, pem_certs, read_capped, redact_url_text,
 };
 use crate::exec::{
     EXEC_CLUSTER_EXTENSION, ExecApiVersion, ExecCluster, ExecConfig, ExecError, InteractiveMode,
@@ -650,6 +650,9 @@ fn apply_user(
         });
     }
     let token = a.token.filter(|t| !t.expose_secret().trim().is_empty());
+    if let Some(t) = &token {
+        check_bearer_token(t.expose_secret().trim(), &format!("{origin}.token"))?;
+    }
     let token_file = a.token_file.filter(|p| !p.is_empty());
     if let Some(exec) = a.exec {
         if token.is_some() || token_file.is_some() || a.username.is_some() {
@@ -767,6 +770,7 @@ fn token_file_auth(path: PathBuf) -> Result<Auth, ConfigError> {
     if token.is_empty() {
         return Err(invalid("empty"));
     }
+    check_bearer_token(token, &format!("token file {}", path.display()))?;
     Ok(Auth::Bearer(token.to_owned().into()))
 }
 

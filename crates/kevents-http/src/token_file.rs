@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::HeaderValue;
 
-use crate::config::{ConfigError, MAX_TOKEN_FILE_BYTES, read_capped};
+use crate::config::{ConfigError, MAX_TOKEN_FILE_BYTES, check_bearer_token, read_capped};
 use crate::off_thread::CREDENTIAL_FILE_TIMEOUT;
 
 /// Checks waiting for a blocked worker before more are refused at once.
@@ -27,7 +27,7 @@ pub(crate) fn sensitive(value: String) -> Option<HeaderValue> {
 }
 
 /// `Bearer <token>` as a sensitive header value.
-pub(crate) fn bearer(token: &str) -> Option<HeaderValue> {
+pub(crate) fn bearer_header(token: &str) -> Option<HeaderValue> {
     sensitive(format!("Bearer {token}"))
 }
 
@@ -81,7 +81,10 @@ fn check(path: &Path, known: Option<Option<SystemTime>>) -> Result<Found, String
     if token.is_empty() {
         return Err(err("empty"));
     }
-    let header = bearer(token).ok_or_else(|| err("not a valid header value"))?;
+    check_bearer_token(token, &format!("token file {}", path.display()))
+        .map_err(|e| e.to_string())?;
+    let header = bearer_header(token)
+        .ok_or_else(|| err("invalid bearer token: not a valid header value"))?;
     tracing::debug!(path = %path.display(), "read bearer token file");
     Ok(Found::Read(header, modified))
 }

@@ -748,3 +748,70 @@ async fn kubeconfig_credentials_and_names_as_client_go_reads_them() {
         assert!(text.contains("named twice"), "{list}: {text}");
     }
 }
+
+/// A CR or LF inside a bearer token (inline in the kubeconfig, in a token file read at load,
+/// or set by the program) is an invalid token, named by where it comes from and refused when
+/// loaded; it was reported as a TLS problem when the sink was built. The token never shows.
+#[tokio::test]
+async fn a_line_break_inside_a_token_is_an_invalid_token_not_a_tls_problem() {
+    let head = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n";
+    let tail = "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n";
+    for token in ["s3cr3t\\r\\nline2", "s3cr3t\\nline2", "s3cr3t\\rline2"] {
+        let yaml = format!("{head}users: [{{name: u, user: {{token: \"{token}\"}}}}]\n{tail}");
+        let err = HttpConfig::from_kubeconfig_yaml(&yaml, None)
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        let text = shown(&err);
+        assert!(
+            matches!(&err, ConfigError::InvalidToken { origin, .. } if origin.ends_with("users[\"u\"].user.token")),
+            "{token}: {text}"
+        );
+        assert!(text.contains("line break (CR or LF)"), "{text}");
+        assert!(!text.contains("TLS"), "{text}");
+        assert_no_secret(&[text], &["s3cr3t", "line2"]);
+    }
+
+    // A token file that is not a regular file (a FIFO, as `<(vault read ...)`) is read at
+    // load, once: its content is checked then.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("token");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, "s3cr3t\nline2\n").unwrap())
+    };
+    let yaml = format!(
+        "{head}users: [{{name: u, user: {{tokenFile: {}}}}}]\n{tail}",
+        fifo.display()
+    );
+    let err = HttpConfig::from_kubeconfig_yaml(&yaml, None)
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    writer.join().unwrap();
+    let text = shown(&err);
+    assert!(
+        matches!(&err, ConfigError::InvalidToken { origin, .. } if origin == &format!("token file {}", fifo.display())),
+        "{text}"
+    );
+    assert!(!text.contains("TLS"), "{text}");
+    assert_no_secret(&[text], &["s3cr3t", "line2"]);
+
+    // A token the program sets: refused when the sink is built, as an invalid token.
+    let mut config = HttpConfig::new("https://127.0.0.1:1").unwrap();
+    config.auth = kevents_http::Auth::Bearer("s3cr3t\nline2".to_owned().into());
+    let err = HttpSink::new(config).map(|_| ()).unwrap_err();
+    let text = shown(&err);
+    assert!(
+        matches!(&err, ConfigError::InvalidToken { origin, .. } if origin == "bearer token"),
+        "{text}"
+    );
+    assert_no_secret(&[text], &["s3cr3t", "line2"]);
+}

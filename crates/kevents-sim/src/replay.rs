@@ -258,11 +258,16 @@ impl Replayer {
         out: W,
         max_line_bytes: usize,
     ) -> Result<u64, ReplayError> {
-        drive(input, out, max_line_bytes, |number, text, out| {
-            let decision = self.replay_numbered(number, text)?;
-            write_decision(out, &decision)?;
-            Ok(1)
-        })
+        drive(
+            input,
+            out,
+            max_line_bytes,
+            |number, line: TraceLine, out| {
+                let decision = self.replay_at(number, line)?;
+                write_decision(out, &decision)?;
+                Ok(1)
+            },
+        )
     }
 
     /// Reads `kubectl get events -o json` output from `input` (see [`kubectl::occurrences`]),
@@ -397,17 +402,22 @@ pub(crate) fn parse_line<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Reads JSON Lines from `input` and hands each non-blank line (its 1-based physical number
-/// and text) to `per_line`, which writes its output to `out` and says how many lines it
-/// wrote; stops at the first bad line. Blank lines are skipped (and counted); a UTF-8
+/// A line buffer that grew past this is freed once its line is parsed, before the line is
+/// replayed: a long line is not held twice (its bytes and its parsed strings) while the
+/// correlator and the in-memory apiserver copy its message.
+const RETAINED_LINE_BYTES: usize = 1 << 20;
+
+/// Reads JSON Lines from `input`, parses each non-blank line as a `T` ([`parse_line`]) and
+/// hands it (with its 1-based physical number) to `per_line`, which writes its output to
+/// `out` and says how many lines it wrote; stops at the first bad line. Blank lines are skipped (and counted); a UTF-8
 /// byte-order mark at the very start is skipped; a line may hold at most `max_line_bytes`
 /// bytes besides its `\n` or `\r\n`. `out` is flushed also after an error, so the output of
 /// the lines before a bad one is kept.
-pub(crate) fn drive<R: BufRead, W: Write>(
+pub(crate) fn drive<T: serde::de::DeserializeOwned, R: BufRead, W: Write>(
     mut input: R,
     mut out: W,
     max_line_bytes: usize,
-    mut per_line: impl FnMut(usize, &str, &mut W) -> Result<u64, ReplayError>,
+    mut per_line: impl FnMut(usize, T, &mut W) -> Result<u64, ReplayError>,
 ) -> Result<u64, ReplayError> {
     tracing::debug!(max_line_bytes, "replaying a trace");
     let mut buf = Vec::new();
@@ -452,7 +462,14 @@ pub(crate) fn drive<R: BufRead, W: Write>(
         if text.trim().is_empty() {
             continue;
         }
-        match per_line(number, text, &mut out) {
+        let parsed = match parse_line::<T>(number, text) {
+            Ok(p) => p,
+            Err(e) => break Err(e),
+        };
+        if buf.capacity() > RETAINED_LINE_BYTES {
+            buf = Vec::new();
+        }
+        match per_line(number, parsed, &mut out) {
             Ok(n) => written += n,
             Err(e) => break Err(e),
         }

@@ -33,6 +33,8 @@ struct HealthState {
     last_success: Option<Instant>,
     /// When, why, and whether the write is retried.
     last_error: Option<(Instant, String, bool)>,
+    /// The pause the last failed request's answer asked for (a 429's Retry-After).
+    last_retry_after: Option<Duration>,
     troubles_since_success: u64,
 }
 
@@ -52,6 +54,8 @@ pub struct HealthReport {
     pub last_error: Option<(Duration, String)>,
     /// Whether the last failed request's error is retried (a 403 or a 422 is not).
     pub last_error_retried: bool,
+    /// The pause the last failed request's answer asked for (a 429's Retry-After), if any.
+    pub last_error_retry_after: Option<Duration>,
     /// How long ago the last request succeeded.
     pub since_success: Option<Duration>,
     /// Failures that say the server is in trouble since the last success.
@@ -73,6 +77,7 @@ impl Health {
                 .as_ref()
                 .map(|(t, e, _)| (t.elapsed(), e.clone())),
             last_error_retried: s.last_error.as_ref().is_some_and(|(_, _, r)| *r),
+            last_error_retry_after: s.last_retry_after,
             since_success: s.last_success.map(|t| t.elapsed()),
             troubles_since_success: s.troubles_since_success,
         }
@@ -102,6 +107,7 @@ impl Health {
                 }
                 let retried = e.disposition() == kevents_core::Disposition::Retry;
                 s.last_error = Some((Instant::now(), describe(e), retried));
+                s.last_retry_after = e.retry_after();
             }
         }
     }

@@ -52,7 +52,13 @@ pub async fn register_credentials(config: &HttpConfig) -> Result<(), Failure> {
         Auth::BearerFile { path, .. } => {
             match read_credential_file("token file", path, MAX_TOKEN_FILE_BYTES).await {
                 Ok(token) if !String::from_utf8_lossy(&token).trim().is_empty() => {
-                    add_secret(&String::from_utf8_lossy(&token));
+                    let token = String::from_utf8_lossy(&token);
+                    add_secret(&token);
+                    // A CR or LF inside the token: refused now (exit 2), not at the first
+                    // request.
+                    let origin = format!("token file {}", path.display());
+                    kevents_http::config::check_bearer_token(token.trim(), &origin)
+                        .map_err(|e| Failure::new(FailureKind::Config, e))?;
                 }
                 Ok(_) => {
                     return Err(Failure::new(

@@ -71,8 +71,8 @@ pub async fn probe_server(config: &HttpConfig) -> Result<ServerVersion, Failure>
         .map_err(|e| refused(&url, "GET /version", &e))
 }
 
-/// The second half of the probe: that events of `namespace` can be listed (`GET`) and
-/// created. The create check sends an Event without a name, which the apiserver refuses
+/// The second half of the probe: that events of `namespace` can be listed (one `GET` of a
+/// one-event page) and created. The create check sends an Event without a name, which the apiserver refuses
 /// (422) only after authorising the request: nothing is stored, and a 401, a 403 or a
 /// missing namespace (404, a [`FailureKind::Config`]) shows up now instead of as hundreds
 /// of failed writes.
@@ -80,8 +80,10 @@ pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Fa
     let sink = probe_sink(config)?;
     let url = sink.base_url().to_string();
     bounded(async {
+        // One page of one event: whether the list works, not what it holds (the whole
+        // namespace could be 256 MiB of answers).
         sink.requests()
-            .list_events(namespace)
+            .list_events_page(namespace, 1)
             .await
             .map_err(list_error)
     })
@@ -122,5 +124,38 @@ pub async fn probe_events(config: &HttpConfig, namespace: &str) -> Result<(), Fa
         }
         // Stored, but its echo was over the response limit: no name to delete it by.
         Ok(Stored::AsSent) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevents_sim::{SimConfig, Simulator};
+
+    /// Issue 36: the probe listed every page of the namespace (three pages for 600 events,
+    /// up to 256 MiB) only to check that the list works; one page is one request.
+    #[actix_rt::test]
+    async fn the_probe_lists_one_page_of_a_namespace_with_many_events() {
+        let sim = Simulator::start(SimConfig::default())
+            .await
+            .expect("simulator");
+        let config = HttpConfig::new(&sim.url()).expect("config");
+        let sink = HttpSink::new(config.clone()).expect("sink");
+        for i in 0..600 {
+            let mut e = Event::default();
+            e.metadata.name = format!("web.{i}");
+            e.metadata.namespace = "default".into();
+            e.involved_object.namespace = "default".into();
+            e.involved_object.kind = "Pod".into();
+            e.involved_object.name = "web".into();
+            e.reason = "BackOff".into();
+            e.count = 1;
+            sink.create(&e).await.expect("create");
+        }
+        let before = sim.stats().requests;
+        probe_events(&config, "default").await.expect("probe");
+        // One list request and the nameless create (refused with 422).
+        assert_eq!(sim.stats().requests - before, 2);
+        assert_eq!(sim.events().len(), 600, "the probe stored nothing");
     }
 }

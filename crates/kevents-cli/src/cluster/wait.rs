@@ -42,6 +42,17 @@ impl WaitNotes {
         if self.last.is_some_and(|t| t.elapsed() < self.every) {
             return;
         }
+        let line = self.line(snapshots, health);
+        if self.tty {
+            eprintln!();
+        }
+        eprintln!("{line}");
+        self.last = Some(Instant::now());
+        self.printed += 1;
+    }
+
+    /// The note [`WaitNotes::note`] prints.
+    fn line(&self, snapshots: &[StatsSnapshot], health: &HealthReport) -> String {
         let queued: u64 = snapshots
             .iter()
             .flat_map(|s| s.sinks.iter())
@@ -68,8 +79,7 @@ impl WaitNotes {
                 ));
                 // Only what is retried is said to be: a refusal (403, 422) ends its write.
                 if why.starts_with("429") {
-                    // A 429 is retried as soon as the write budget (lowered by it) allows.
-                    line.push_str("; throttled: retried as the write budget allows");
+                    line.push_str(&throttled(*ago, health.last_error_retry_after));
                 } else if health.last_error_retried {
                     line.push_str(&format!(
                         "; retrying every {}, at most {} attempts per write",
@@ -82,12 +92,24 @@ impl WaitNotes {
             }
             None => line.push_str("; no error yet"),
         }
-        if self.tty {
-            eprintln!();
+        line
+    }
+}
+
+/// What a 429 makes the writes do, from how long ago it came (`ago`) and the pause its
+/// Retry-After asked for: the write budget pauses the writes the limit covers for that long
+/// (cut to its maximum, 60 s by default), or, without a Retry-After, lowers its rate.
+fn throttled(ago: Duration, retry_after: Option<Duration>) -> String {
+    match retry_after {
+        Some(asked) => {
+            let left = asked.saturating_sub(ago);
+            format!(
+                "; throttled: waiting {} as the server's Retry-After asks ({} left), then retried",
+                secs(Duration::from_secs(asked.as_secs())),
+                secs(Duration::from_secs(left.as_secs())),
+            )
         }
-        eprintln!("{line}");
-        self.last = Some(Instant::now());
-        self.printed += 1;
+        None => "; throttled (no Retry-After): writes slowed to the rate the server accepts".into(),
     }
 }
 
@@ -121,5 +143,56 @@ pub async fn wait_idle(
         }
         actix_rt::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health(why: &str, ago: u64, retry_after: Option<u64>) -> HealthReport {
+        HealthReport {
+            last_error: Some((Duration::from_secs(ago), why.into())),
+            last_error_retried: true,
+            last_error_retry_after: retry_after.map(Duration::from_secs),
+            ..HealthReport::default()
+        }
+    }
+
+    fn notes() -> WaitNotes {
+        WaitNotes::new(Duration::from_secs(5), Duration::from_secs(10), 12, false)
+    }
+
+    #[test]
+    fn a_retry_after_pause_is_said_to_be_one() {
+        let h = health("429 TooManyRequests: slow down", 2, Some(60));
+        let line = notes().line(&[], &h);
+        assert!(
+            line.contains("throttled: waiting 60 s as the server's Retry-After asks (58 s left)"),
+            "{line}"
+        );
+        assert!(!line.contains("write budget allows"), "{line}");
+    }
+
+    #[test]
+    fn a_429_without_retry_after_says_the_rate_is_lowered() {
+        let h = health("429 TooManyRequests: slow down", 0, None);
+        let line = notes().line(&[], &h);
+        assert!(
+            line.contains(
+                "throttled (no Retry-After): writes slowed to the rate the server accepts"
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn other_errors_keep_their_retry_text() {
+        let h = health("500 InternalError: boom", 1, None);
+        let line = notes().line(&[], &h);
+        assert!(
+            line.contains("retrying every 10 s, at most 12 attempts per write"),
+            "{line}"
+        );
     }
 }

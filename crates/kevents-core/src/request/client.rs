@@ -11,6 +11,38 @@ pub const CORE_V1_PATH: &str = "/api/v1";
 /// Path of the `events.k8s.io/v1` API.
 pub const EVENTS_V1_PATH: &str = "/apis/events.k8s.io/v1";
 
+/// Whether a discovery answer to `GET path` is an `APIResourceList` naming `events`
+/// (kind absent or `APIResourceList`, a `resources` array); else an unexpected object.
+fn names_events(path: &str, body: &[u8]) -> Result<bool, SinkError> {
+    #[derive(serde::Deserialize)]
+    struct Resource {
+        name: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct ResourceList {
+        #[serde(default)]
+        kind: Option<String>,
+        resources: Vec<Resource>,
+    }
+    let unexpected = |why: &str| {
+        crate::answer::unexpected_object(format_args!(
+            "GET {path} answered 2xx with {why}, not an APIResourceList: a proxy or a server that does not speak the Kubernetes API?"
+        ))
+    };
+    let list: ResourceList = serde_json::from_slice(body).map_err(|_| {
+        unexpected(if body.is_empty() {
+            "an empty body"
+        } else {
+            "another body"
+        })
+    })?;
+    match list.kind.as_deref() {
+        None | Some("APIResourceList") => {}
+        Some(_) => return Err(unexpected("another kind")),
+    }
+    Ok(list.resources.iter().any(|r| r.name == "events"))
+}
+
 /// The requests of both event APIs, written once over a [`Transport`]: the
 /// [`EventSink`](crate::EventSink) (core/v1) and
 /// [`events_v1::EventSink`](crate::events_v1::EventSink) writes (`POST` of the event's Go-identical
@@ -96,12 +128,15 @@ impl<T: Transport> Client<T> {
         success_body(answer, cap)
     }
 
-    /// Whether the apiserver serves an API group version: `GET path` answered 2xx (`true`)
-    /// or 404 (`false`); any other answer is an error.
+    /// Whether the apiserver serves events in an API group version (`/api/v1`,
+    /// `/apis/events.k8s.io/v1`): `GET path` answered 2xx with an `APIResourceList` that
+    /// names the `events` resource (`true`), 404 or an `APIResourceList` without `events`
+    /// (`false`). Another 2xx body (not JSON, another kind: a proxy's page, a lying server)
+    /// is [`SinkError::UnexpectedObject`], any other answer the server's error.
     pub async fn api_served(&self, path: &str) -> Result<bool, SinkError> {
         let answer = self.send_empty(Method::Get, encode_path(path)).await?;
         match answer.code {
-            200..=299 => Ok(true),
+            200..=299 => names_events(path, &answer.body),
             404 => Ok(false),
             _ => Err(answer.answer().status_error()),
         }

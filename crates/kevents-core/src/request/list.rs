@@ -101,6 +101,53 @@ impl<T: Transport> Client<T> {
         self.list_all(CORE_V1_PATH, namespace).await
     }
 
+    /// The first page of core/v1 events of `namespace` (all namespaces for `""`): at most
+    /// `limit` events (1 to [`LIST_PAGE_SIZE`]; 0 reads one, more reads [`LIST_PAGE_SIZE`]),
+    /// its answer read up to [`Limits::max_list_bytes`]. One request, whatever the size of
+    /// the namespace: enough to check that events can be listed, without reading them all.
+    ///
+    /// ```no_run
+    /// # async fn f<T: kevents_core::request::Transport>(requests: kevents_core::request::Client<T>)
+    /// # -> Result<(), kevents_core::request::ListError> {
+    /// let first = requests.list_events_page("default", 1).await?; // GET ...?limit=1
+    /// assert!(first.len() <= 1);
+    /// # Ok(()) }
+    /// ```
+    pub async fn list_events_page(
+        &self,
+        namespace: &str,
+        limit: usize,
+    ) -> Result<Vec<Event>, ListError> {
+        let max_bytes = self.transport().limits().max_list_bytes;
+        let base = events_path(CORE_V1_PATH, namespace, None)?;
+        let limit = limit.clamp(1, LIST_PAGE_SIZE);
+        let answer = self
+            .send(
+                Method::Get,
+                format!("{base}?limit={limit}"),
+                None,
+                Vec::new(),
+                max_bytes,
+            )
+            .await?;
+        if !answer.answer().is_success() {
+            return Err(answer.answer().status_error().into());
+        }
+        if answer.oversized {
+            return Err(ListError::TooLarge {
+                limit: max_bytes,
+                pages: 0,
+                items: 0,
+            });
+        }
+        let list: List<Event> = serde_json::from_slice(&answer.body)
+            .map_err(|e| unexpected_object(format_args!("not an event list: {e}")))?;
+        let mut items = list.items;
+        // A server that ignores `limit` still yields at most what was asked for.
+        items.truncate(limit);
+        Ok(items)
+    }
+
     /// Every event of `namespace` (all for `""`) of the API at `prefix`, in pages of
     /// [`LIST_PAGE_SIZE`], within the list limits.
     pub(super) async fn list_all<E: DeserializeOwned>(

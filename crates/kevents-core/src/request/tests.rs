@@ -361,7 +361,10 @@ fn names_that_are_not_dns_names_never_reach_a_path() {
 #[test]
 fn discovery_answers_served_not_served_or_the_error() {
     let t = Scripted::new([
-        Ok(answer(200, "{}")),
+        Ok(answer(
+            200,
+            r#"{"kind":"APIResourceList","groupVersion":"events.k8s.io/v1","resources":[{"name":"events","namespaced":true,"kind":"Event"}]}"#,
+        )),
         Ok(answer(404, "")),
         Ok(answer(403, "")),
     ]);
@@ -531,4 +534,32 @@ fn an_undecodable_2xx_answer_to_a_write_counts_as_stored_as_sent() {
         block_on(t.client().create(&event("e1"))),
         Err(SinkError::AnswerMismatch(_))
     ));
+}
+
+/// Issue 36: a 200 discovery answer counted as "served" whatever its body. Only an
+/// APIResourceList naming `events` is; one without it is "not served"; another body (a
+/// proxy's page, `{}`, another kind, nothing) is a lying server, an error.
+#[test]
+fn a_discovery_answer_is_served_only_if_it_names_events() {
+    let t = Scripted::new([
+        Ok(answer(
+            200,
+            r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"pods"},{"name":"events"}]}"#,
+        )),
+        Ok(answer(
+            200,
+            r#"{"kind":"APIResourceList","groupVersion":"events.k8s.io/v1","resources":[{"name":"leases"}]}"#,
+        )),
+        Ok(answer(200, "<html>welcome to the proxy</html>")),
+        Ok(answer(200, "{}")),
+        Ok(answer(200, r#"{"kind":"Status","status":"Success"}"#)),
+        Ok(answer(200, "")),
+    ]);
+    assert!(block_on(t.client().api_served("/api/v1")).unwrap());
+    assert!(!block_on(t.client().events_v1_served()).unwrap());
+    for _ in 0..4 {
+        let err = block_on(t.client().events_v1_served()).unwrap_err();
+        assert!(matches!(err, SinkError::UnexpectedObject(_)), "{err:?}");
+        assert!(err.to_string().contains("not an APIResourceList"), "{err}");
+    }
 }

@@ -140,6 +140,18 @@ pub enum ConfigError {
         /// What to keep.
         problem: String,
     },
+    /// A bearer token that cannot be sent in an `Authorization` header: a CR or LF inside it
+    /// (a token pasted with a line break, a token file holding two lines) or another control
+    /// character. Refused when the configuration is loaded (for a token file that is re-read
+    /// as it rotates: when it is read); the token itself is never shown.
+    #[error("{origin}: invalid bearer token: {problem}")]
+    InvalidToken {
+        /// Where the token comes from: `kubeconfig F: users["u"].user.token`,
+        /// `token file /path`, `bearer token`.
+        origin: String,
+        /// What is wrong with it, e.g. `it contains a line break (CR or LF)`.
+        problem: String,
+    },
     /// The configuration asks for something this crate does not implement.
     #[error("unsupported configuration: {0}")]
     Unsupported(String),
@@ -180,4 +192,33 @@ pub enum ConfigError {
         /// The provider's name (`oidc`, `gcp`, `azure`, ...).
         name: String,
     },
+}
+
+/// Checks that a bearer token (leading and trailing whitespace already trimmed, as it is
+/// sent) can be sent in an `Authorization` header: no CR or LF inside it (a token pasted with
+/// a line break, a token file holding two lines) and no other control character.
+/// [`ConfigError::InvalidToken`] names `origin`, never the token.
+///
+/// ```
+/// use kevents_http::config::check_bearer_token;
+/// assert!(check_bearer_token("abc.def-123", "bearer token").is_ok());
+/// let e = check_bearer_token("abc\ndef", "token file /t").unwrap_err();
+/// assert_eq!(
+///     e.to_string(),
+///     "token file /t: invalid bearer token: it contains a line break (CR or LF)"
+/// );
+/// assert!(!format!("{e:?}").contains("abc"));
+/// ```
+pub fn check_bearer_token(token: &str, origin: &str) -> Result<(), ConfigError> {
+    let problem = if token.contains(['\r', '\n']) {
+        "it contains a line break (CR or LF)"
+    } else if token.chars().any(|c| c.is_ascii_control() && c != '\t') {
+        "it contains a control character"
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::InvalidToken {
+        origin: origin.to_owned(),
+        problem: problem.to_owned(),
+    })
 }

@@ -9,7 +9,7 @@ mod files;
 mod url;
 
 pub use credentials::{Auth, ClientIdentity, Impersonation};
-pub use error::ConfigError;
+pub use error::{ConfigError, check_bearer_token};
 pub(crate) use files::{decode_b64, pem_certs, read_capped};
 use url::is_loopback;
 pub(crate) use url::{check_proxy_scheme, parse_cluster_url};

@@ -228,13 +228,18 @@ impl SeriesReplayer {
         out: W,
         max_line_bytes: usize,
     ) -> Result<u64, ReplayError> {
-        drive(input, out, max_line_bytes, |number, text, out| {
-            let rows = self.replay_numbered(number, text)?;
-            for row in &rows {
-                write_decision(out, row)?;
-            }
-            Ok(rows.len() as u64)
-        })
+        drive(
+            input,
+            out,
+            max_line_bytes,
+            |number, line: SeriesLine, out| {
+                let rows = self.replay_parsed(number, line)?;
+                for row in &rows {
+                    write_decision(out, row)?;
+                }
+                Ok(rows.len() as u64)
+            },
+        )
     }
 
     /// Replays one line that is line `number` (1-based) of the input; returns its output
@@ -244,7 +249,15 @@ impl SeriesReplayer {
         number: usize,
         text: &str,
     ) -> Result<Vec<Value>, ReplayError> {
-        let line: SeriesLine = parse_line(number, text)?;
+        self.replay_parsed(number, parse_line(number, text)?)
+    }
+
+    /// Replays line `number`, parsed.
+    fn replay_parsed(
+        &mut self,
+        number: usize,
+        line: SeriesLine,
+    ) -> Result<Vec<Value>, ReplayError> {
         let kind = line.kind(number)?;
         if let (Some(t), Some(previous)) = (line.time, self.now)
             && t < previous

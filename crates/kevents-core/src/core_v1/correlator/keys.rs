@@ -11,6 +11,10 @@ use crate::core_v1::model::Event;
 /// An owned, unambiguous cache key.
 pub type Key = Box<[u8]>;
 
+/// The capacity a [`KeyBuilder`] keeps between keys; a longer key's buffer is freed once
+/// used.
+const RETAINED_KEY_BYTES: usize = 64 * 1024;
+
 /// Builds a key from fields. Reused across events so the hot path does not allocate.
 ///
 /// ```
@@ -82,6 +86,22 @@ impl KeyBuilder {
     /// Empties the builder, keeping its allocation.
     pub fn clear(&mut self) {
         self.buf.clear();
+    }
+
+    /// Frees the buffer if a long key (a message of megabytes) grew it past
+    /// [`RETAINED_KEY_BYTES`]: a scratch buffer would otherwise keep a copy's worth of memory
+    /// for good, and hold it while the caches and the sink copy the same message.
+    /// The buffer's capacity (tests).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    #[inline]
+    pub(crate) fn release_if_large(&mut self) {
+        if self.buf.capacity() > RETAINED_KEY_BYTES {
+            self.buf = Vec::new();
+        }
     }
 
     /// The key built so far.

@@ -291,12 +291,23 @@ impl Correlator {
         if aggregated {
             self.stats.aggregated += 1;
         }
+        self.release_large_keys();
         Decision {
             patch,
             skip,
             aggregated,
             hint,
         }
+    }
+
+    /// Frees the key builders a long key (a message of megabytes) grew, so they do not
+    /// hold a copy of it while the sink writes the event, nor after.
+    #[inline]
+    fn release_large_keys(&mut self) {
+        self.kb_full.release_if_large();
+        self.kb_agg.release_if_large();
+        self.kb_local.release_if_large();
+        self.kb_spam.release_if_large();
     }
 
     /// Whether the spam filter has a token for `event` now, taking it if so: what a deferred
@@ -393,6 +404,7 @@ impl Correlator {
                 );
             }
         }
+        self.kb_full.release_if_large();
     }
 
     /// The server refused for good to create `refused` (a 403, a 422, ...): the observation

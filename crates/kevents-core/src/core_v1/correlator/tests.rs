@@ -494,3 +494,35 @@ fn hostile_answer_counts_neither_wrap_nor_roll_back() {
         "a negative answer count does not roll the observed count back"
     );
 }
+
+/// Issue 36 (`replay --max-line-bytes 1073741824` cost about 9x the line): the key builders
+/// a message of megabytes grew are freed once used, not kept (with a copy's worth of memory)
+/// while the sink writes the event and after.
+#[test]
+fn a_long_message_leaves_no_key_buffer_behind() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let e = Event {
+        involved_object: ObjectReference::new("v1", "Pod", "ns", "p"),
+        reason: "BackOff".into(),
+        count: 1,
+        message: "x".repeat(4 << 20),
+        ..Event::default()
+    };
+    let r = c.correlate(e.clone());
+    assert!(!r.skip);
+    c.update_state(&r.event);
+    let mut stored = r.event.clone();
+    stored.reason = "Other".into(); // not the key correlate built: update_state builds its own
+    c.update_state(&stored);
+    for (name, kb) in [
+        ("full", &c.kb_full),
+        ("aggregate", &c.kb_agg),
+        ("local", &c.kb_local),
+        ("spam", &c.kb_spam),
+    ] {
+        assert!(kb.capacity() <= 64 * 1024, "{name}: {}", kb.capacity());
+    }
+    // Still correlated as before: the repeat is a PATCH of the same event.
+    let again = c.correlate(e);
+    assert!(again.patch.is_some());
+}
