@@ -24,7 +24,7 @@ use crate::verify;
 /// The latency the simulator answers with by default: about what kube-apiserver 1.20 on
 /// loopback takes for an event create on the machine this was measured on (see
 /// `docs/benchmarks.md`, "Fleets in the simulator").
-pub const DEFAULT_LATENCY_MS: u64 = 2;
+pub const DEFAULT_LATENCY_MS: u64 = 3;
 
 /// Options of `kevents bench fleet`.
 #[derive(Args, Debug, Clone)]

@@ -388,19 +388,6 @@ impl EventRateLimiter {
     }
 }
 
-/// The `Status` body of the plugin's 429, as kube-apiserver sends it (no `reason`, no
-/// `details`).
-pub(crate) fn throttled_status(t: &Throttled) -> serde_json::Value {
-    serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": t.message,
-        "code": 429,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

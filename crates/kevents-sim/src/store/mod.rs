@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use crate::rate_limit::{EventRateLimiter, EventWrite, source_and_object_key, throttled_status};
+use crate::rate_limit::{EventRateLimiter, EventWrite, Throttled, source_and_object_key};
 
 // The event handlers of each API, named by it (child modules: they share the Status plumbing).
 mod core_v1;
@@ -368,6 +368,19 @@ fn merge(target: &mut Value, patch: &Value) {
         }
         (t, p) => *t = p.clone(),
     }
+}
+
+/// The `Status` body of the plugin's 429, as kube-apiserver sends it (no `reason`, no
+/// `details`).
+fn throttled_status(t: &Throttled) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": t.message,
+        "code": 429,
+    })
 }
 
 /// All objects of one simulated apiserver.
