@@ -91,6 +91,32 @@ pub const APISERVER_MAX_IN_FLIGHT: Bound = Bound {
 };
 /// `kevents bench apiserver --runs`.
 pub const APISERVER_RUNS: Bound = runs("bench apiserver");
+/// `kevents bench fleet --pipelines`.
+pub const FLEET_PIPELINES: Bound = Bound {
+    command: "bench fleet",
+    flag: "--pipelines",
+    min: 1,
+    max: 10_000,
+    why: "each pipeline holds its events and actors in this one process: 10 000 at most",
+};
+/// `kevents bench fleet --occurrences`.
+pub const FLEET_OCCURRENCES: Bound = Bound {
+    command: "bench fleet",
+    flag: "--occurrences",
+    min: 1,
+    max: 3_000,
+    why: "the first N occurrences of workload `api`, which has 3 000",
+};
+/// `kevents bench fleet --latency-ms`.
+pub const FLEET_LATENCY_MS: Bound = Bound {
+    command: "bench fleet",
+    flag: "--latency-ms",
+    min: 0,
+    max: 60_000,
+    why: "0 answers at once; a minute at most",
+};
+/// `kevents bench fleet --runs`.
+pub const FLEET_RUNS: Bound = runs("bench fleet");
 /// `kevents bench faults --outage-secs`.
 pub const FAULTS_OUTAGE_SECS: Bound = Bound {
     command: "bench faults",
@@ -142,7 +168,7 @@ pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 28] = [
+pub const ALL: [Bound; 32] = [
     DEMO_PACE_MS,
     DEMO_WIDTH,
     CORRELATOR_RUNS,
@@ -156,6 +182,10 @@ pub const ALL: [Bound; 28] = [
     EMIT_N,
     APISERVER_MAX_IN_FLIGHT,
     APISERVER_RUNS,
+    FLEET_PIPELINES,
+    FLEET_OCCURRENCES,
+    FLEET_LATENCY_MS,
+    FLEET_RUNS,
     FAULTS_OUTAGE_SECS,
     FAULTS_BASELINE_SECS,
     FAULTS_RATE,
@@ -283,6 +313,10 @@ pub mod parse {
         emit_n: EMIT_N as usize;
         apiserver_max_in_flight: APISERVER_MAX_IN_FLIGHT as usize;
         apiserver_runs: APISERVER_RUNS as usize;
+        fleet_pipelines: FLEET_PIPELINES as usize;
+        fleet_occurrences: FLEET_OCCURRENCES as usize;
+        fleet_latency_ms: FLEET_LATENCY_MS as u64;
+        fleet_runs: FLEET_RUNS as usize;
         faults_outage_secs: FAULTS_OUTAGE_SECS as u64;
         faults_baseline_secs: FAULTS_BASELINE_SECS as u64;
         faults_rate: FAULTS_RATE as u64;

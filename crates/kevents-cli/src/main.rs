@@ -6,6 +6,7 @@ mod bench_apiserver;
 mod bench_correlator;
 mod bench_emit;
 mod bench_faults;
+mod bench_fleet;
 mod bench_pipeline;
 mod bounds;
 mod cluster;
@@ -79,6 +80,9 @@ enum BenchCommand {
     Apiserver(bench_apiserver::ApiserverArgs),
     /// An apiserver outage (the simulator refuses connections) during a steady stream.
     Faults(bench_faults::FaultsArgs),
+    /// N pipelines, each with its own write budget, sharing one in-memory apiserver throttled
+    /// as kube-apiserver's EventRateLimit plugin does.
+    Fleet(bench_fleet::FleetArgs),
 }
 
 /// The log filter without `RUST_LOG`: warnings and errors of the kevents crates only.
@@ -153,6 +157,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(BenchCommand::Emit(args)) => bench_emit::run(args),
         Command::Bench(BenchCommand::Apiserver(args)) => bench_apiserver::run(args),
         Command::Bench(BenchCommand::Faults(args)) => bench_faults::run(args),
+        Command::Bench(BenchCommand::Fleet(args)) => bench_fleet::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,8 +1,10 @@
 //! How a simulator is started ([`SimConfig`]): address, TLS, bearer tokens ([`SimAuth`]),
-//! which namespaces exist, whether `events.k8s.io/v1` is served. The default is the
+//! which namespaces exist, whether `events.k8s.io/v1` is served, event rate limits. The default is the
 //! simplest server; [`SimConfig::like_apiserver`] is a fresh kube-apiserver's setup.
 
 use std::net::SocketAddr;
+
+use crate::rate_limit::EventRateLimits;
 
 /// Bearer-token authentication: one token with every right, one with none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,10 @@ pub struct SimConfig {
     pub events_v1_served: bool,
     /// resourceVersion before the first write.
     pub initial_resource_version: u64,
+    /// kube-apiserver's `EventRateLimit` admission plugin with these limits (see
+    /// [`rate_limit`](crate::rate_limit)); empty (the default): off. The `User` key is the
+    /// token's user (`kevents-admin` for the admin token; empty without authentication).
+    pub event_rate_limits: EventRateLimits,
 }
 
 impl Default for SimConfig {
@@ -62,6 +68,7 @@ impl Default for SimConfig {
             namespaces: None,
             events_v1_served: false,
             initial_resource_version: 100,
+            event_rate_limits: EventRateLimits::default(),
         }
     }
 }

@@ -49,8 +49,10 @@
 //! from a [`SimConfig`] (`config.rs`) and returns a [`SimHandle`] (`handle.rs`); the server
 //! thread (`server/`, `access_review.rs`) answers from the object store (`store/`),
 //! applying the [`Faults`] plan (`faults.rs`) and counting [`SimStats`] (`stats.rs`);
-//! [`SimError`] (`error.rs`) says why it could not start. [`memory`], [`replay`] and
-//! [`workload`] are the other tools.
+//! [`SimError`] (`error.rs`) says why it could not start. [`rate_limit`] is kube-apiserver's
+//! `EventRateLimit` admission plugin, which both servers apply when configured
+//! ([`SimConfig::event_rate_limits`], [`MemoryApiServer::with_event_rate_limits`]).
+//! [`memory`], [`replay`] and [`workload`] are the other tools.
 
 mod access_review;
 mod config;
@@ -58,6 +60,7 @@ mod error;
 mod faults;
 mod handle;
 pub mod memory;
+pub mod rate_limit;
 pub mod replay;
 mod server;
 mod simulator;
@@ -71,5 +74,6 @@ pub use error::SimError;
 pub use faults::{ErrorFault, FaultBody, Faults, ListFault};
 pub use handle::SimHandle;
 pub use memory::MemoryApiServer;
+pub use rate_limit::{EventRateLimits, LimitType, RateLimit};
 pub use simulator::Simulator;
 pub use stats::SimStats;

@@ -1,10 +1,14 @@
 //! An in-memory apiserver for core/v1 events: what the replay tool, tests and benchmarks
 //! write to. It behaves like the real one where the recorder can tell: AlreadyExists on a
 //! duplicate create, 404 on a patch of a missing event, a new resourceVersion on every write,
-//! and strategic-merge patches applied key by key.
+//! and strategic-merge patches applied key by key. Optionally it throttles core/v1 event
+//! writes as kube-apiserver's `EventRateLimit` admission plugin does
+//! ([`MemoryApiServer::with_event_rate_limits`]) and answers after a latency
+//! ([`MemoryApiServer::with_latency`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -12,12 +16,48 @@ use kevents_core::events_v1::{self, ClusterScopedRule};
 use kevents_core::status::{SinkError, Status, StatusDetails};
 use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
+use crate::rate_limit::{EventRateLimiter, EventRateLimits, EventWrite};
+
 #[derive(Debug, Default)]
 struct Store {
     events: BTreeMap<(String, String), Event>,
     resource_version: u64,
     creates: u64,
     patches: u64,
+    /// The `EventRateLimit` plugin, when configured.
+    limiter: Option<EventRateLimiter>,
+    /// Writes it refused.
+    throttled: u64,
+}
+
+impl Store {
+    /// The plugin's verdict on a core/v1 event write (the in-memory server has no users: the
+    /// `User` key is empty, as for a request without user information).
+    fn admit(&mut self, event: &Event) -> Result<(), SinkError> {
+        let Some(limiter) = &mut self.limiter else {
+            return Ok(());
+        };
+        let o = &event.involved_object;
+        let source_and_object = [
+            event.source.component.as_str(),
+            &event.source.host,
+            &o.kind,
+            &o.namespace,
+            &o.name,
+            &o.uid,
+            &o.api_version,
+        ]
+        .concat();
+        let write = EventWrite {
+            namespace: &event.metadata.namespace,
+            user: "",
+            source_and_object: &source_and_object,
+        };
+        limiter.admit(Instant::now(), write).map_err(|t| {
+            self.throttled += 1;
+            SinkError::Status(Box::new(Status::failure(429, "", t.message)))
+        })
+    }
 }
 
 /// A thread-safe in-memory event store that implements [`EventSink`]. Clones share the store.
@@ -40,6 +80,8 @@ struct Store {
 #[derive(Debug, Clone, Default)]
 pub struct MemoryApiServer {
     store: Arc<Mutex<Store>>,
+    /// How long each request made through the sink traits takes.
+    latency: Duration,
 }
 
 fn status(code: u16, reason: &str, message: String, name: &str) -> SinkError {
@@ -56,6 +98,58 @@ impl MemoryApiServer {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Throttles core/v1 event creates and patches as kube-apiserver's `EventRateLimit`
+    /// admission plugin does with `limits` (see [`crate::rate_limit`]; there are no users,
+    /// so a `User` limit has one bucket, of the empty key). Refused writes are answered 429
+    /// with the plugin's message. Clones made after this share the buckets.
+    ///
+    /// ```
+    /// use kevents_core::Event;
+    /// use kevents_sim::MemoryApiServer;
+    /// let api = MemoryApiServer::new().with_event_rate_limits(&"Namespace:1:1".parse().unwrap());
+    /// let mut e = Event::default();
+    /// e.metadata.namespace = "ns".into();
+    /// e.metadata.name = "a".into();
+    /// assert!(api.create_now(&e).is_ok());
+    /// e.metadata.name = "b".into();
+    /// let refused = api.create_now(&e).unwrap_err();
+    /// assert_eq!(refused.code(), Some(429));
+    /// assert_eq!(api.throttled(), 1);
+    /// ```
+    pub fn with_event_rate_limits(self, limits: &EventRateLimits) -> Self {
+        self.lock().limiter = if limits.limits.is_empty() {
+            None
+        } else {
+            Some(EventRateLimiter::new(limits))
+        };
+        self
+    }
+
+    /// Requests through the [`EventSink`] traits are answered after `latency` (a tokio
+    /// timer: call them inside a tokio runtime); the `*_now` methods are immediate.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kevents_core::{Event, EventSink};
+    /// let api = kevents_sim::MemoryApiServer::new().with_latency(std::time::Duration::from_millis(5));
+    /// let mut e = Event::default();
+    /// e.metadata.namespace = "ns".into();
+    /// e.metadata.name = "a".into();
+    /// let t = std::time::Instant::now();
+    /// api.create(&e).await.unwrap();
+    /// assert!(t.elapsed() >= std::time::Duration::from_millis(5));
+    /// # }
+    /// ```
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Event writes refused 429 by the rate limits so far.
+    pub fn throttled(&self) -> u64 {
+        self.lock().throttled
     }
 
     fn lock(&self) -> MutexGuard<'_, Store> {
@@ -79,6 +173,7 @@ impl MemoryApiServer {
                 &key.1,
             ));
         }
+        s.admit(event)?;
         if s.events.contains_key(&key) {
             return Err(status(
                 409,
@@ -126,6 +221,7 @@ impl MemoryApiServer {
             }
         }
         let mut updated: Event = serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
+        s.admit(&updated)?;
         s.resource_version += 1;
         s.patches += 1;
         updated.metadata.resource_version = s.resource_version.to_string();
@@ -163,15 +259,34 @@ impl MemoryApiServer {
 
 impl EventSink for MemoryApiServer {
     fn create(&self, event: &Event) -> SinkFuture {
-        let r = self.create_now(event).map(Stored::from);
-        Box::pin(async move { r })
+        if self.latency.is_zero() {
+            let r = self.create_now(event).map(Stored::from);
+            return Box::pin(async move { r });
+        }
+        let (api, event) = (self.clone(), event.clone());
+        Box::pin(async move {
+            tokio::time::sleep(api.latency).await;
+            api.create_now(&event).map(Stored::from)
+        })
     }
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
-        let r = self
-            .patch_now(&event.metadata.namespace, &event.metadata.name, patch)
-            .map(Stored::from);
-        Box::pin(async move { r })
+        if self.latency.is_zero() {
+            let r = self
+                .patch_now(&event.metadata.namespace, &event.metadata.name, patch)
+                .map(Stored::from);
+            return Box::pin(async move { r });
+        }
+        let (api, ns, name, patch) = (
+            self.clone(),
+            event.metadata.namespace.clone(),
+            event.metadata.name.clone(),
+            patch.to_vec(),
+        );
+        Box::pin(async move {
+            tokio::time::sleep(api.latency).await;
+            api.patch_now(&ns, &name, &patch).map(Stored::from)
+        })
     }
 }
 

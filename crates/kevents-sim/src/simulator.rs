@@ -12,6 +12,7 @@ use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::faults::Faults;
 use crate::handle::{PendingHandle, SimHandle};
+use crate::rate_limit::EventRateLimiter;
 use crate::server::{self, Shared, User};
 use crate::stats::SimStats;
 use crate::store;
@@ -79,10 +80,16 @@ impl Simulator {
             ])
         });
         let shared = Arc::new(Shared {
-            store: Mutex::new(store::Store::new(
-                config.namespaces.as_deref(),
-                config.initial_resource_version,
-            )),
+            store: Mutex::new({
+                let mut s = store::Store::new(
+                    config.namespaces.as_deref(),
+                    config.initial_resource_version,
+                );
+                if !config.event_rate_limits.limits.is_empty() {
+                    s.rate_limiter = Some(EventRateLimiter::new(&config.event_rate_limits));
+                }
+                s
+            }),
             faults: Mutex::new(Faults::default()),
             stats: Mutex::new(SimStats::default()),
             tokens,

@@ -16,4 +16,7 @@ pub struct SimStats {
     pub injected_errors: u64,
     /// Requests whose connection was reset.
     pub resets: u64,
+    /// Event writes refused 429 by the `EventRateLimit` plugin
+    /// ([`SimConfig::event_rate_limits`](crate::SimConfig::event_rate_limits)).
+    pub throttled: u64,
 }

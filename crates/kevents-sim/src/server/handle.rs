@@ -143,6 +143,8 @@ pub(super) async fn handle(
     // Any authenticated user may ask what it may do (a SelfSubjectAccessReview).
     let review = method == Method::POST && access_review::is_review(&segs);
     let mut authorized = true;
+    // Who the `EventRateLimit` plugin's `User` limit sees (no user without authentication).
+    let mut user_name = String::new();
     if let Some(tokens) = &shared.tokens {
         let bearer = auth.as_deref().and_then(|a| a.strip_prefix("Bearer "));
         let user = match (cert_user, bearer) {
@@ -159,6 +161,7 @@ pub(super) async fn handle(
             },
         };
         authorized = user.authorized;
+        user_name.clone_from(&user.name);
         // A SelfSubjectAccessReview needs an authenticated user, not rights.
         let may_review = review && user.name != "system:anonymous";
         if !user.authorized && !discovery && !may_review {
@@ -191,7 +194,15 @@ pub(super) async fn handle(
             .join("&"),
         None => query,
     };
-    let (code, body) = route(&shared, &method, &segs, &query, &content_type, &body);
+    let (code, body) = route(
+        &shared,
+        &method,
+        &segs,
+        &query,
+        &content_type,
+        &body,
+        &user_name,
+    );
     let (code, body) = match shaping.list {
         Some(kind) if method == Method::GET && segs.last() == Some(&"events") => {
             endless((code, body), kind, request_number)
@@ -205,6 +216,8 @@ pub(super) async fn handle(
             Method::PATCH => stats.patches += 1,
             _ => {}
         }
+    } else if code == 429 {
+        lock(&shared.stats).throttled += 1;
     }
     let pad_to = if (200..300).contains(&code) {
         shaping.pad_success_to

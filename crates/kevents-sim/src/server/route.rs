@@ -49,6 +49,7 @@ pub(super) fn route(
     query: &str,
     content_type: &str,
     body: &[u8],
+    user: &str,
 ) -> Reply {
     let now = now_rfc3339();
     let list_query = || ListQuery::parse(query);
@@ -94,7 +95,7 @@ pub(super) fn route(
         }
         (["api", "v1", "namespaces", ns], &Method::GET) => lock(&shared.store).get_namespace(ns),
         (["api", "v1", "namespaces", ns, "events"], &Method::POST) => {
-            lock(&shared.store).create_event(ns, body, &now)
+            lock(&shared.store).create_event(ns, body, &now, user)
         }
         (["api", "v1", "namespaces", ns, "events"], &Method::GET) => match list_query() {
             Ok(q) => lock(&shared.store).list_events(Some(ns), &q),
@@ -115,7 +116,7 @@ pub(super) fn route(
             if !is_patch_type(content_type) {
                 return unsupported_media_type();
             }
-            lock(&shared.store).patch_event(ns, name, body)
+            lock(&shared.store).patch_event(ns, name, body, user)
         }
         (["api", "v1", "namespaces", _, "events", ..], _) => method_not_allowed(),
         (["apis", "events.k8s.io", "v1", "namespaces", ns, "events"], &Method::POST)

@@ -124,7 +124,13 @@ fn validate_event(ev: &Value) -> Vec<FieldError> {
 
 impl Store {
     /// `POST /api/v1/namespaces/{ns}/events`.
-    pub(crate) fn create_event(&mut self, url_ns: &str, body: &[u8], now: &str) -> Reply {
+    pub(crate) fn create_event(
+        &mut self,
+        url_ns: &str,
+        body: &[u8],
+        now: &str,
+        user: &str,
+    ) -> Reply {
         let mut ev = match decode_event_body(body) {
             Ok(v) => v,
             Err(r) => return r,
@@ -156,6 +162,10 @@ impl Store {
         if !errs.is_empty() {
             return invalid(&name, &errs);
         }
+        // Admission runs after validation and before storage.
+        if let Err(r) = self.admit(url_ns, user, &ev) {
+            return r;
+        }
         let key = (url_ns.to_owned(), name.clone());
         if self.events.contains_key(&key) {
             return (
@@ -175,7 +185,7 @@ impl Store {
     }
 
     /// `PATCH /api/v1/namespaces/{ns}/events/{name}` (strategic-merge or merge patch).
-    pub(crate) fn patch_event(&mut self, ns: &str, name: &str, patch: &[u8]) -> Reply {
+    pub(crate) fn patch_event(&mut self, ns: &str, name: &str, patch: &[u8], user: &str) -> Reply {
         let key = (ns.to_owned(), name.to_owned());
         let Some(current) = self.events.get(&key) else {
             return not_found("events", name);
@@ -211,6 +221,10 @@ impl Store {
         let errs = validate_event(&updated);
         if !errs.is_empty() {
             return invalid(name, &errs);
+        }
+        // A PATCH is an update to the plugin, admitted on the patched event.
+        if let Err(r) = self.admit(ns, user, &updated) {
+            return r;
         }
         let rv = self.next_rv();
         if let Some(Value::Object(meta)) = updated.get_mut("metadata") {
@@ -266,38 +280,49 @@ mod tests {
     #[test]
     fn create_patch_and_errors() {
         let mut s = Store::new(Some(&["default".to_owned()]), 100);
-        let (code, body) = s.create_event("default", &ev("a.1", "default", "default"), T);
+        let (code, body) = s.create_event("default", &ev("a.1", "default", "default"), T, "");
         assert_eq!(code, 201);
         assert_eq!(body["metadata"]["resourceVersion"], "101");
         assert_eq!(
-            s.create_event("default", &ev("a.1", "default", "default"), T)
+            s.create_event("default", &ev("a.1", "default", "default"), T, "")
                 .0,
             409
         );
-        assert_eq!(s.create_event("nope", &ev("a.2", "nope", "nope"), T).0, 404);
         assert_eq!(
-            s.create_event("default", &ev("a.3", "other", "x"), T).0,
+            s.create_event("nope", &ev("a.2", "nope", "nope"), T, "").0,
+            404
+        );
+        assert_eq!(
+            s.create_event("default", &ev("a.3", "other", "x"), T, "").0,
             400
         );
-        let (code, body) = s.create_event("default", &ev("a.4", "default", "other"), T);
+        let (code, body) = s.create_event("default", &ev("a.4", "default", "other"), T, "");
         assert_eq!(code, 422);
         assert_eq!(
             body["details"]["causes"][0]["field"],
             "involvedObject.namespace"
         );
-        let (code, body) = s.patch_event("default", "a.1", br#"{"count":2,"message":"x"}"#);
+        let (code, body) = s.patch_event("default", "a.1", br#"{"count":2,"message":"x"}"#, "");
         assert_eq!(code, 200);
         assert_eq!(
             (body["count"].clone(), body["message"].clone()),
             (json!(2), json!("x"))
         );
         assert_eq!(body["metadata"]["resourceVersion"], "102");
-        assert_eq!(s.patch_event("default", "gone", b"{}").0, 404);
-        assert_eq!(s.patch_event("default", "a.1", b"[1]").0, 400);
-        assert_eq!(s.patch_event("default", "a.1", br#"{"count":"x"}"#).0, 422);
+        assert_eq!(s.patch_event("default", "gone", b"{}", "").0, 404);
+        assert_eq!(s.patch_event("default", "a.1", b"[1]", "").0, 400);
         assert_eq!(
-            s.patch_event("default", "a.1", br#"{"metadata":{"resourceVersion":"1"}}"#)
-                .0,
+            s.patch_event("default", "a.1", br#"{"count":"x"}"#, "").0,
+            422
+        );
+        assert_eq!(
+            s.patch_event(
+                "default",
+                "a.1",
+                br#"{"metadata":{"resourceVersion":"1"}}"#,
+                ""
+            )
+            .0,
             409
         );
     }

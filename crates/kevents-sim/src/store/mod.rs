@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use crate::rate_limit::{EventRateLimiter, EventWrite, Throttled, source_and_object_key};
+
 // The event handlers of each API, named by it (child modules: they share the Status plumbing).
 mod core_v1;
 mod events_v1;
@@ -368,6 +370,19 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The `Status` body of the plugin's 429, as kube-apiserver sends it (no `reason`, no
+/// `details`).
+fn throttled_status(t: &Throttled) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": t.message,
+        "code": 429,
+    })
+}
+
 /// All objects of one simulated apiserver.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -377,9 +392,33 @@ pub(crate) struct Store {
     pub(crate) namespaces: BTreeSet<String>,
     pub(crate) require_namespaces: bool,
     pub(crate) resource_version: u64,
+    /// The `EventRateLimit` admission plugin, when configured.
+    pub(crate) rate_limiter: Option<EventRateLimiter>,
 }
 
 impl Store {
+    /// Asks the `EventRateLimit` plugin (if configured) to admit a core/v1 event write by
+    /// `user` in `namespace`; the 429 answer when it refuses.
+    pub(crate) fn admit(
+        &mut self,
+        namespace: &str,
+        user: &str,
+        event: &Value,
+    ) -> Result<(), Reply> {
+        let Some(limiter) = &mut self.rate_limiter else {
+            return Ok(());
+        };
+        let source_and_object = source_and_object_key(event);
+        let write = EventWrite {
+            namespace,
+            user,
+            source_and_object: &source_and_object,
+        };
+        limiter
+            .admit(std::time::Instant::now(), write)
+            .map_err(|t| (429, throttled_status(&t)))
+    }
+
     pub(crate) fn new(namespaces: Option<&[String]>, start_rv: u64) -> Self {
         Store {
             events: BTreeMap::new(),
@@ -389,6 +428,7 @@ impl Store {
                 .unwrap_or_default(),
             require_namespaces: namespaces.is_some(),
             resource_version: start_rv,
+            rate_limiter: None,
         }
     }
 

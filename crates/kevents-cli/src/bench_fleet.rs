@@ -1,0 +1,279 @@
+//! `kevents bench fleet`: N pipelines in one process, each with its own write budget (as N
+//! processes would have), each writing workload `api` in a namespace of its own, all against
+//! one in-memory apiserver ([`MemoryApiServer`]) that throttles them as kube-apiserver's
+//! `EventRateLimit` admission plugin does and answers after a latency. Prints per run one
+//! `FLEET` JSON line with the fields of `scripts/bench/throttled.py --fleet`, plus Jain's
+//! fairness index over the pipelines' throughputs.
+//!
+//! The pipelines run in real time: they run on the actix system's one thread, and the
+//! budgets and the server's token buckets read the real clock.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use kevents_actors::{Pipeline, SinkOptions};
+use kevents_core::{Clock as _, EventSource, EventType, SystemClock};
+use kevents_sim::MemoryApiServer;
+use kevents_sim::rate_limit::{EventRateLimits, RateLimit};
+use kevents_sim::workload::Workload;
+use serde_json::json;
+
+use crate::cluster::{self, Failure, FailureKind, Totals, is_idle};
+use crate::verify;
+
+/// The latency the simulator answers with by default: about what kube-apiserver 1.20 on
+/// loopback takes for an event create on the machine this was measured on (see
+/// `docs/benchmarks.md`, "Fleets in the simulator").
+pub const DEFAULT_LATENCY_MS: u64 = 3;
+
+/// Options of `kevents bench fleet`.
+#[derive(Args, Debug, Clone)]
+pub struct FleetArgs {
+    /// Pipelines (each with its own write budget, in namespace `fleet-I`).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 8, value_parser = crate::bounds::parse::fleet_pipelines)]
+    pub pipelines: usize,
+    /// An `EventRateLimit` limit, `TYPE:QPS:BURST[:CACHE_SIZE]` (TYPE: Server, Namespace,
+    /// User, SourceAndObject), repeatable, checked in the order given (default
+    /// `Server:100:200`).
+    #[arg(long = "limit", value_parser = parse_limit)]
+    pub limits: Vec<RateLimit>,
+    /// Occurrences of workload `api` each pipeline records (its first N; at most 3 000).
+    #[arg(long, allow_negative_numbers = true, default_value_t = Workload::API.n, value_parser = crate::bounds::parse::fleet_occurrences)]
+    pub occurrences: usize,
+    /// The simulator's answer latency, in milliseconds.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_LATENCY_MS, value_parser = crate::bounds::parse::fleet_latency_ms)]
+    pub latency_ms: u64,
+    /// Runs (one `FLEET` line each).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::fleet_runs)]
+    pub runs: usize,
+}
+
+fn parse_limit(s: &str) -> Result<RateLimit, String> {
+    s.parse()
+        .map_err(|e: kevents_sim::rate_limit::RateLimitError| e.to_string())
+}
+
+/// What one pipeline did.
+struct Finished {
+    namespace: String,
+    seconds: f64,
+    accepted: u64,
+    requests: u64,
+    throttled: u64,
+    failed: u64,
+    dropped: u64,
+    expected: verify::Counts,
+}
+
+/// Runs the fleet `runs` times and prints a `FLEET` line each; exit 1 when a pipeline's
+/// stored counts are not exact.
+pub fn run(args: FleetArgs) -> anyhow::Result<()> {
+    cluster::finish(actix::System::new().block_on(async move {
+        let limits = EventRateLimits::from(if args.limits.is_empty() {
+            vec![RateLimit {
+                kind: kevents_sim::LimitType::Server,
+                qps: 100,
+                burst: 200,
+                cache_size: 0,
+            }]
+        } else {
+            args.limits.clone()
+        });
+        let mut all_exact = true;
+        for run in 0..args.runs {
+            let line = run_once(&args, &limits, run).await?;
+            all_exact &= line["all_exact"] == true;
+            println!("FLEET {line}");
+        }
+        if !all_exact {
+            return Err(Failure::new(
+                FailureKind::Other,
+                "a pipeline's stored counts are not what it recorded (see the FLEET line)",
+            )
+            .into());
+        }
+        Ok(())
+    }))
+}
+
+async fn run_once(
+    args: &FleetArgs,
+    limits: &EventRateLimits,
+    run: usize,
+) -> anyhow::Result<serde_json::Value> {
+    let api = MemoryApiServer::new()
+        .with_event_rate_limits(limits)
+        .with_latency(Duration::from_millis(args.latency_ms));
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(args.pipelines);
+    for i in 0..args.pipelines {
+        tasks.push(actix_rt::spawn(pipeline(
+            api.clone(),
+            format!("fleet-{i}"),
+            args.occurrences,
+            start,
+        )));
+    }
+    let mut done = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        done.push(
+            t.await
+                .map_err(|e| anyhow::anyhow!("a pipeline's task failed: {e}"))??,
+        );
+    }
+    // Every pipeline's events read back from the server, against client-go's serial path.
+    let stored = api.list();
+    let mut exact = 0usize;
+    let (mut sum_count, mut expected_sum_count) = (0i64, 0i64);
+    let mut throughputs = Vec::with_capacity(done.len());
+    for f in &done {
+        let mine: Vec<_> = stored
+            .iter()
+            .filter(|e| e.metadata.namespace == f.namespace)
+            .cloned()
+            .collect();
+        sum_count += mine.iter().map(|e| i64::from(e.count)).sum::<i64>();
+        expected_sum_count += verify::sum(&f.expected);
+        let ok = verify::compare(
+            &verify::by_object(&mine),
+            &f.expected,
+            "client-go's serial path over the workload",
+        );
+        match ok {
+            Ok(()) if f.failed == 0 && f.dropped == 0 => exact += 1,
+            Ok(()) => eprintln!(
+                "kevents bench fleet: {} failed {} and dropped {} writes",
+                f.namespace, f.failed, f.dropped
+            ),
+            Err(m) => eprintln!(
+                "kevents bench fleet: {}: stored counts MISMATCH: {m}",
+                f.namespace
+            ),
+        }
+        throughputs.push(if f.seconds > 0.0 {
+            f.accepted as f64 / f.seconds
+        } else {
+            0.0
+        });
+    }
+    let (creates, patches) = api.request_counts();
+    let accepted = creates + patches;
+    let throttled = api.throttled();
+    let writes = accepted + throttled;
+    // The tightest limit sets the bound (every pipeline is the same user, and a Server or
+    // User limit covers the whole fleet).
+    let tightest = limits
+        .limits
+        .iter()
+        .min_by_key(|l| (l.qps, l.burst))
+        .copied();
+    let bound = tightest.map_or(0.0, |l| {
+        (accepted.saturating_sub(u64::from(l.burst))) as f64 / f64::from(l.qps)
+    });
+    let slowest = done.iter().map(|f| f.seconds).fold(0.0, f64::max);
+    let fastest = done.iter().map(|f| f.seconds).fold(f64::INFINITY, f64::min);
+    let n = done.len();
+    let ratio = |a: f64, b: f64| (b > 0.0).then(|| round(a / b, 3));
+    Ok(json!({
+        "limit": limits.to_string(),
+        "run": run,
+        "processes": n,
+        "occurrences": args.occurrences,
+        "latency_ms": args.latency_ms,
+        "exact": format!("{exact} of {n}"),
+        "all_exact": exact == n,
+        // The stored counts of every pipeline's events, read back, and what client-go's
+        // serial path stores for the same occurrences.
+        "sum_count": sum_count,
+        "expected_sum_count": expected_sum_count,
+        "writes": writes,
+        "throttled": throttled,
+        "throttled_share": (writes > 0).then(|| round(throttled as f64 / writes as f64, 4)),
+        "bound": round(bound, 2),
+        "slowest": round(slowest, 2),
+        "slowest_over_bound": ratio(slowest, bound),
+        "fastest": round(fastest, 2),
+        "fastest_over_slowest": ratio(fastest, slowest),
+        "jain": jain(&throughputs).map(|j| round(j, 4)),
+        "requests": done.iter().map(|f| f.requests).sum::<u64>(),
+        "pipelines_throttled": done.iter().map(|f| f.throttled).sum::<u64>(),
+    }))
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
+
+/// Jain's fairness index, `(sum x)^2 / (n * sum x^2)`: 1 when every share is equal, `1/n`
+/// when one takes everything. `None` for no shares or all zero.
+fn jain(x: &[f64]) -> Option<f64> {
+    let sum: f64 = x.iter().sum();
+    let squares: f64 = x.iter().map(|v| v * v).sum();
+    (squares > 0.0).then(|| sum * sum / (x.len() as f64 * squares))
+}
+
+/// One pipeline of the fleet: records its occurrences, waits until everything is written,
+/// shuts down; its finishing time counts from the fleet's start.
+async fn pipeline(
+    api: MemoryApiServer,
+    namespace: String,
+    occurrences: usize,
+    start: Instant,
+) -> anyhow::Result<Finished> {
+    let w = Workload::API;
+    let occs: Vec<_> = (0..occurrences.min(w.n))
+        .map(|i| {
+            let mut o = w.occurrence(i, EventType::Warning);
+            o.object.namespace = namespace.clone();
+            o
+        })
+        .collect();
+    let options = SinkOptions::default();
+    let source = EventSource::new("bench", "node");
+    let expected = verify::serial_by_object(
+        source.clone(),
+        &occs,
+        SystemClock.now(),
+        options.correlator.clone(),
+        options.defer_spam_tails,
+    );
+    let pipeline = Pipeline::builder(source)
+        .sink("apiserver", api, options)
+        .start();
+    let recorder = pipeline.recorder();
+    for o in &occs {
+        recorder.event(&o.object, EventType::Warning, &o.reason, &o.message)?;
+    }
+    // Polled every 20 ms (a thousand pipelines share one thread).
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while !is_idle(&pipeline.stats()) && Instant::now() < deadline {
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = pipeline.shutdown(Duration::from_secs(30)).await;
+    let seconds = start.elapsed().as_secs_f64();
+    let t = Totals::of([&report.stats]);
+    Ok(Finished {
+        namespace,
+        seconds,
+        accepted: t.sinks(|k| k.created) + t.sinks(|k| k.patched),
+        requests: t.requests(),
+        throttled: report.stats.budgets.iter().map(|b| b.throttled).sum(),
+        failed: t.failed(),
+        dropped: report.stats.dropped_total() - t.sinks(|k| k.spam_filtered),
+        expected,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_is_one_for_equal_shares_and_one_over_n_for_one_taker() {
+        assert_eq!(jain(&[2.0, 2.0, 2.0]), Some(1.0));
+        assert_eq!(jain(&[4.0, 0.0, 0.0, 0.0]), Some(0.25));
+        assert_eq!(jain(&[]), None);
+        assert_eq!(jain(&[0.0]), None);
+    }
+}
