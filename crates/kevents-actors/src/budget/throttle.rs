@@ -83,6 +83,10 @@ pub(crate) struct Throttle {
     epoch_start: Instant,
     /// Writes of this epoch answered without a 429.
     accepted: u64,
+    /// A `Retry-After` paused it and no write has been accepted since: the next 429 with a
+    /// `Retry-After` pauses again without a decrease (a server that keeps asking for time,
+    /// APF under load, would otherwise take the rate to the floor one pause after another).
+    paused_unanswered: bool,
     /// Some epoch after a decrease had a write accepted: the rate has come down to the
     /// limit once (until then a 429 cuts deeper).
     found: bool,
@@ -111,6 +115,7 @@ impl Throttle {
             epoch: 0,
             epoch_start: now,
             accepted: 0,
+            paused_unanswered: false,
             found: false,
         }
     }
@@ -192,6 +197,7 @@ impl Throttle {
         if epoch == self.epoch {
             self.accepted += 1;
         }
+        self.paused_unanswered = false;
         if !self.adaptive || self.rate >= self.ceiling {
             return;
         }
@@ -218,8 +224,12 @@ impl Throttle {
         default: Duration,
         max: Duration,
     ) -> Option<Duration> {
-        if self.adaptive && epoch == self.epoch {
+        let paused_again = retry_after.is_some() && self.paused_unanswered;
+        if self.adaptive && epoch == self.epoch && !paused_again {
             self.decrease(now);
+        }
+        if retry_after.is_some() {
+            self.paused_unanswered = true;
         }
         let pause = match retry_after {
             Some(d) => d.min(max),
@@ -346,6 +356,23 @@ mod tests {
             d <= Duration::from_millis(10) && why == Deferral::Rate,
             "{d:?}"
         );
+    }
+
+    /// A server that answers every write 429 with `Retry-After` (APF under load) pauses the
+    /// budget each time, but lowers its rate once until a write is accepted again.
+    #[test]
+    fn retry_after_storm_lowers_the_rate_once() {
+        let base = Instant::now();
+        let mut t = Throttle::new(200, 1000, true, base);
+        for i in 0..30 {
+            let e = t.epoch();
+            t.throttled(at(base, 1000 * i), e, Some(SEC), SEC, 60 * SEC);
+        }
+        assert_eq!(t.rate(), 120.0);
+        t.answered(at(base, 31_000), t.epoch());
+        let e = t.epoch();
+        t.throttled(at(base, 31_010), e, Some(SEC), SEC, 60 * SEC);
+        assert!(t.rate() < 120.0, "lowered again after an accepted write");
     }
 
     /// Times 0.6 after an epoch with an accepted write, 0.36 after one without (far above
