@@ -13,8 +13,6 @@
 //! Ignored with the command that runs it where the apiserver is not provisioned; run (and
 //! failing without it) in CI.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use kevents::http::HttpConfig;
@@ -26,20 +24,6 @@ const HOT: usize = 50;
 /// The other namespaces, and events recorded in each (within the limit's burst).
 const OTHERS: usize = 8;
 const PER_OTHER: usize = 2;
-
-fn kubectl_create_namespace(kubeconfig: &Path, ns: &str) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["create", "namespace", ns])
-        .output()
-        .expect("running kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl create namespace {ns}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Stored events of `namespace` and the sum of their counts.
 async fn stored(sink: &HttpSink, namespace: &str) -> (usize, i64) {
@@ -63,9 +47,9 @@ kevents_testkit::real_apiserver_tests! {
         .expect("starting the real kube-apiserver")
         .expect("kube-apiserver is not provisioned (see above)");
         let others: Vec<String> = (0..OTHERS).map(|i| format!("other-{i}")).collect();
-        kubectl_create_namespace(&server.admin_kubeconfig, "hot");
+        server.create_namespace("hot").expect("kubectl create namespace");
         for ns in &others {
-            kubectl_create_namespace(&server.admin_kubeconfig, ns);
+            server.create_namespace(ns).expect("kubectl create namespace");
         }
         let config = HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None)
             .await

@@ -29,16 +29,6 @@ fn text(out: &Output) -> String {
     )
 }
 
-fn create_namespace(kubeconfig: &Path, ns: &str) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["create", "namespace", ns])
-        .output()
-        .expect("running kubectl");
-    assert!(out.status.success(), "{}", text(&out));
-}
-
 fn bench(kubeconfig: &Path, ns: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kevents"));
     c.args(["bench", "apiserver", "--namespace", ns, "--kubeconfig"])
@@ -70,7 +60,9 @@ fn checked(out: &Output) -> serde_json::Value {
 
 fn api_workload_under(limits: &[(&str, u32, u32)]) -> serde_json::Value {
     let server = start(limits);
-    create_namespace(&server.admin_kubeconfig, "bench");
+    server
+        .create_namespace("bench")
+        .expect("kubectl create namespace");
     let out = bench(&server.admin_kubeconfig, "bench")
         .output()
         .expect("running kevents bench apiserver");
@@ -187,7 +179,7 @@ kevents_testkit::real_apiserver_tests! {
             .output()
             .expect("running kubectl");
         assert!(out.status.success(), "{}", text(&out));
-        create_namespace(&server.admin_kubeconfig, "apf");
+        server.create_namespace("apf").expect("kubectl create namespace");
         // The apiserver's APF controller picks the new objects up within a few seconds.
         std::thread::sleep(std::time::Duration::from_secs(5));
         let out = bench(&server.nobody_kubeconfig, "apf")
@@ -249,7 +241,7 @@ kevents_testkit::real_apiserver_tests! {
         let children: Vec<_> = (0..4)
             .map(|i| {
                 let ns = format!("fleet-{i}");
-                create_namespace(&server.admin_kubeconfig, &ns);
+                server.create_namespace(&ns).expect("kubectl create namespace");
                 bench(&server.admin_kubeconfig, &ns)
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())

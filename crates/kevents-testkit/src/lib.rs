@@ -257,6 +257,31 @@ impl RealApiserver {
         Self::start_with(&[("KEVENTS_APISERVER_EXTRA_ARGS", args.join(" "))])
     }
 
+    /// Creates namespace `ns` with `kubectl`, as the admin (event writes to a namespace
+    /// that does not exist are refused).
+    ///
+    /// ```no_run
+    /// let server = kevents_testkit::RealApiserver::start()
+    ///     .expect("starting kube-apiserver")
+    ///     .expect("kube-apiserver is provisioned");
+    /// server.create_namespace("bench").expect("kubectl create namespace");
+    /// ```
+    pub fn create_namespace(&self, ns: &str) -> Result<(), TestkitError> {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.admin_kubeconfig)
+            .args(["create", "namespace", ns])
+            .output()
+            .map_err(io("running kubectl"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(TestkitError::Io {
+            what: format!("kubectl create namespace {ns} ({})", out.status),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
+        })
+    }
+
     fn start_with(env: &[(&str, String)]) -> Result<Option<Self>, TestkitError> {
         let bin = apiserver_binary();
         if !bin.exists() {

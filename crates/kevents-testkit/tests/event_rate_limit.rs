@@ -12,8 +12,6 @@
 //! failing without it) in CI.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use kevents_core::{Event, EventSink, ObjectReference, SinkError};
@@ -127,20 +125,6 @@ async fn against_simulator(limits: &str, n: usize, every: Duration) -> Seen {
     seen
 }
 
-fn kubectl_create_namespace(kubeconfig: &Path, ns: &str) {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["create", "namespace", ns])
-        .output()
-        .expect("running kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl create namespace {ns}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 async fn against_kube_apiserver(limits: &str, n: usize, every: Duration) -> Seen {
     let spec: Vec<(String, u32, u32)> = limits
         .parse::<EventRateLimits>()
@@ -158,8 +142,12 @@ async fn against_kube_apiserver(limits: &str, n: usize, every: Duration) -> Seen
     .expect("start task")
     .expect("starting kube-apiserver")
     .expect("kube-apiserver is not provisioned (see above)");
-    kubectl_create_namespace(&server.admin_kubeconfig, "a");
-    kubectl_create_namespace(&server.admin_kubeconfig, "b");
+    server
+        .create_namespace("a")
+        .expect("kubectl create namespace");
+    server
+        .create_namespace("b")
+        .expect("kubectl create namespace");
     // Creating the namespaces wrote no event: the buckets are still full.
     let sink = HttpSink::new(
         HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None)

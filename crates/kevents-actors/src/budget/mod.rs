@@ -79,8 +79,6 @@ struct State {
     /// each member's whole window into a server that refuses it), then one more per round
     /// of answers; infinite past 4096.
     in_flight_limit: f64,
-    /// No decrease yet: the writes in flight grow by one per answer.
-    slow_start: bool,
     /// At most one info line per [`PAUSE_LOG_EVERY`] about 429 pauses.
     pause_log: PauseLog,
     breaker: Breaker,
@@ -196,7 +194,6 @@ impl WriteBudget {
                 objects: HashMap::new(),
                 objects_until: None,
                 in_flight_limit,
-                slow_start: true,
                 pause_log: PauseLog::default(),
                 breaker: Breaker::new(),
             }),
@@ -319,7 +316,8 @@ impl WriteBudget {
                     ns.answered(now, e);
                 }
                 if st.in_flight_limit.is_finite() {
-                    st.in_flight_limit += if st.slow_start {
+                    // No decrease yet (epoch 0): slow start.
+                    st.in_flight_limit += if st.all.epoch() == 0 {
                         1.0
                     } else {
                         1.0 / st.in_flight_limit
@@ -433,7 +431,6 @@ impl WriteBudget {
                     // Half the writes in flight now (this one's included), at least one.
                     let in_flight = f64::from(self.0.in_flight.load(Ordering::Relaxed));
                     st.in_flight_limit = (in_flight * 0.5).max(1.0);
-                    st.slow_start = false;
                 }
                 pause
             }
