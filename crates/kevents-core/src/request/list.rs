@@ -14,7 +14,7 @@ use crate::core_v1::Event;
 use crate::status::SinkError;
 
 use super::client::{CORE_V1_PATH, Client, encode_segment, events_path};
-use super::transport::{LIST_PAGE_SIZE, Limits, Method, Transport};
+use super::transport::{LIST_PAGE_SIZE, Limits, Method, Response, Transport};
 
 /// Why a list of events failed. Nothing is returned then: a list is complete or an error.
 ///
@@ -130,18 +130,7 @@ impl<T: Transport> Client<T> {
                 max_bytes,
             )
             .await?;
-        if !answer.answer().is_success() {
-            return Err(answer.answer().status_error().into());
-        }
-        if answer.oversized {
-            return Err(ListError::TooLarge {
-                limit: max_bytes,
-                pages: 0,
-                items: 0,
-            });
-        }
-        let list: List<Event> = serde_json::from_slice(&answer.body)
-            .map_err(|e| unexpected_object(format_args!("not an event list: {e}")))?;
+        let list: List<Event> = list_page(&answer, max_bytes, 0, 0)?;
         let mut items = list.items;
         // A server that ignores `limit` still yields at most what was asked for.
         items.truncate(limit);
@@ -183,19 +172,8 @@ impl<T: Transport> Client<T> {
             let answer = self
                 .send(Method::Get, path, None, Vec::new(), max_bytes - used)
                 .await?;
-            if !answer.answer().is_success() {
-                return Err(answer.answer().status_error().into());
-            }
-            if answer.oversized {
-                return Err(ListError::TooLarge {
-                    limit: max_bytes,
-                    pages: page - 1,
-                    items: out.len(),
-                });
-            }
+            let list: List<E> = list_page(&answer, max_bytes, page - 1, out.len())?;
             used += answer.body.len();
-            let list: List<E> = serde_json::from_slice(&answer.body)
-                .map_err(|e| unexpected_object(format_args!("not an event list: {e}")))?;
             out.extend(list.items);
             cont = list.metadata.map(|m| m.cont).unwrap_or_default();
             if cont.is_empty() {
@@ -209,4 +187,26 @@ impl<T: Transport> Client<T> {
             }
         }
     }
+}
+
+/// One page of a list, decoded: an error answer, a page over the byte budget (`max_bytes`,
+/// after `pages` pages and `items` items) or a body that is no list is an error.
+fn list_page<E: DeserializeOwned>(
+    answer: &Response,
+    max_bytes: usize,
+    pages: usize,
+    items: usize,
+) -> Result<List<E>, ListError> {
+    if !answer.answer().is_success() {
+        return Err(answer.answer().status_error().into());
+    }
+    if answer.oversized {
+        return Err(ListError::TooLarge {
+            limit: max_bytes,
+            pages,
+            items,
+        });
+    }
+    serde_json::from_slice(&answer.body)
+        .map_err(|e| unexpected_object(format_args!("not an event list: {e}")).into())
 }
