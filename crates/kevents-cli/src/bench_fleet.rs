@@ -8,6 +8,7 @@
 //! The pipelines run in real time: they run on the actix system's one thread, and the
 //! budgets and the server's token buckets read the real clock.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -17,6 +18,7 @@ use kevents_sim::MemoryApiServer;
 use kevents_sim::rate_limit::{EventRateLimits, RateLimit};
 use kevents_sim::workload::Workload;
 use serde_json::json;
+use tokio::sync::Barrier;
 
 use crate::cluster::{self, Failure, FailureKind, Totals, is_idle};
 use crate::verify;
@@ -56,7 +58,10 @@ fn parse_limit(s: &str) -> Result<RateLimit, String> {
 /// What one pipeline did.
 struct Finished {
     namespace: String,
-    seconds: f64,
+    /// When it began recording (every pipeline built by then).
+    began: Instant,
+    /// When everything it recorded was written.
+    ended: Instant,
     accepted: u64,
     requests: u64,
     throttled: u64,
@@ -104,14 +109,17 @@ async fn run_once(
     let api = MemoryApiServer::new()
         .with_event_rate_limits(limits)
         .with_latency(Duration::from_millis(args.latency_ms));
-    let start = Instant::now();
+    // Every pipeline is built (and its expected counts computed) before any records: on
+    // one thread a thousand take seconds to build, and the first ones would otherwise
+    // have the limit to themselves meanwhile (a fleet of processes started together).
+    let ready = Arc::new(Barrier::new(args.pipelines));
     let mut tasks = Vec::with_capacity(args.pipelines);
     for i in 0..args.pipelines {
         tasks.push(actix_rt::spawn(pipeline(
             api.clone(),
             format!("fleet-{i}"),
             args.occurrences,
-            start,
+            ready.clone(),
         )));
     }
     let mut done = Vec::with_capacity(tasks.len());
@@ -126,6 +134,8 @@ async fn run_once(
     let mut exact = 0usize;
     let (mut sum_count, mut expected_sum_count) = (0i64, 0i64);
     let mut throughputs = Vec::with_capacity(done.len());
+    let start = done.iter().map(|f| f.began).min();
+    let seconds = |f: &Finished| start.map_or(0.0, |s| (f.ended - s).as_secs_f64());
     for f in &done {
         let mine: Vec<_> = stored
             .iter()
@@ -150,8 +160,8 @@ async fn run_once(
                 f.namespace
             ),
         }
-        throughputs.push(if f.seconds > 0.0 {
-            f.accepted as f64 / f.seconds
+        throughputs.push(if seconds(f) > 0.0 {
+            f.accepted as f64 / seconds(f)
         } else {
             0.0
         });
@@ -170,8 +180,14 @@ async fn run_once(
     let bound = tightest.map_or(0.0, |l| {
         (accepted.saturating_sub(u64::from(l.burst))) as f64 / f64::from(l.qps)
     });
-    let slowest = done.iter().map(|f| f.seconds).fold(0.0, f64::max);
-    let fastest = done.iter().map(|f| f.seconds).fold(f64::INFINITY, f64::min);
+    let slowest = done.iter().map(seconds).fold(0.0, f64::max);
+    let fastest = done.iter().map(seconds).fold(f64::INFINITY, f64::min);
+    // The last pipeline's first recording after the first's (they record one after another).
+    let began_spread = start.map_or(0.0, |s| {
+        done.iter()
+            .map(|f| (f.began - s).as_secs_f64())
+            .fold(0.0, f64::max)
+    });
     let n = done.len();
     let ratio = |a: f64, b: f64| (b > 0.0).then(|| round(a / b, 3));
     Ok(json!({
@@ -194,10 +210,24 @@ async fn run_once(
         "slowest_over_bound": ratio(slowest, bound),
         "fastest": round(fastest, 2),
         "fastest_over_slowest": ratio(fastest, slowest),
+        "began_spread": round(began_spread, 2),
+        // Finishing times at 0, 10, ..., 100 % of the pipelines.
+        "finished_deciles": deciles(done.iter().map(seconds).collect()),
         "jain": jain(&throughputs).map(|j| round(j, 4)),
         "requests": done.iter().map(|f| f.requests).sum::<u64>(),
         "pipelines_throttled": done.iter().map(|f| f.throttled).sum::<u64>(),
     }))
+}
+
+/// `x` sorted, at 0, 10, ..., 100 % (nearest rank), rounded to 0.1.
+fn deciles(mut x: Vec<f64>) -> Vec<f64> {
+    x.sort_by(f64::total_cmp);
+    if x.is_empty() {
+        return Vec::new();
+    }
+    (0..=10)
+        .map(|d| round(x[(d * (x.len() - 1) + 5) / 10], 1))
+        .collect()
 }
 
 fn round(x: f64, digits: i32) -> f64 {
@@ -213,13 +243,13 @@ fn jain(x: &[f64]) -> Option<f64> {
     (squares > 0.0).then(|| sum * sum / (x.len() as f64 * squares))
 }
 
-/// One pipeline of the fleet: records its occurrences, waits until everything is written,
-/// shuts down; its finishing time counts from the fleet's start.
+/// One pipeline of the fleet: built, then (once every pipeline is) records its
+/// occurrences, waits until everything is written, shuts down.
 async fn pipeline(
     api: MemoryApiServer,
     namespace: String,
     occurrences: usize,
-    start: Instant,
+    ready: Arc<Barrier>,
 ) -> anyhow::Result<Finished> {
     let w = Workload::API;
     let occs: Vec<_> = (0..occurrences.min(w.n))
@@ -242,6 +272,8 @@ async fn pipeline(
         .sink("apiserver", api, options)
         .start();
     let recorder = pipeline.recorder();
+    ready.wait().await;
+    let began = Instant::now();
     for o in &occs {
         recorder.event(&o.object, EventType::Warning, &o.reason, &o.message)?;
     }
@@ -251,11 +283,12 @@ async fn pipeline(
         actix_rt::time::sleep(Duration::from_millis(20)).await;
     }
     let report = pipeline.shutdown(Duration::from_secs(30)).await;
-    let seconds = start.elapsed().as_secs_f64();
+    let ended = Instant::now();
     let t = Totals::of([&report.stats]);
     Ok(Finished {
         namespace,
-        seconds,
+        began,
+        ended,
         accepted: t.sinks(|k| k.created) + t.sinks(|k| k.patched),
         requests: t.requests(),
         throttled: report.stats.budgets.iter().map(|b| b.throttled).sum(),
@@ -268,6 +301,19 @@ async fn pipeline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deciles_of_finishing_times() {
+        let x: Vec<f64> = (0..=100).map(f64::from).collect();
+        assert_eq!(
+            deciles(x),
+            vec![
+                0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0
+            ]
+        );
+        assert_eq!(deciles(vec![3.0]), vec![3.0; 11]);
+        assert!(deciles(Vec::new()).is_empty());
+    }
 
     #[test]
     fn jain_is_one_for_equal_shares_and_one_over_n_for_one_taker() {

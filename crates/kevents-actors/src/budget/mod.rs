@@ -115,7 +115,8 @@ struct Inner {
 /// * **429, scoped**: the `EventRateLimit` plugin names the limit that refused a write. A
 ///   `Namespace` limit's 429 lowers and pauses only that namespace's writes (a bucket of its
 ///   own, adaptive); a `SourceAndObject` one pauses that source and object's writes for
-///   `default_retry_after`; `User`, `Server` and 429s naming no limit (API Priority and
+///   `default_retry_after`, then lets them go one per `default_retry_after` until none came
+///   for that long; `User`, `Server` and 429s naming no limit (API Priority and
 ///   Fairness, max-in-flight) apply to every write. A `Retry-After` is honoured (within
 ///   `max_retry_after`) as a pause of what the 429 covers; a pinned budget pauses for
 ///   `default_retry_after` without one.
@@ -262,7 +263,10 @@ impl WriteBudget {
                 return Admit::Go(self.permit(true, epoch, None));
             }
         }
-        if st.objects_until.is_some_and(|until| now >= until) {
+        let resume = self.0.options.default_retry_after;
+        // Every pause, and every hold of a resuming object, over for `resume`: the
+        // objects' writes have all come back (a held write wakes when its pause ends).
+        if st.objects_until.is_some_and(|until| now >= until + resume) {
             st.objects.clear();
             st.objects_until = None;
         }
@@ -272,7 +276,14 @@ impl WriteBudget {
                 if now < until {
                     return Admit::Hold(until - now, Deferral::RetryAfter);
                 }
-                st.objects.remove(&object);
+                // The pause is over: this write goes alone and the object's others wait
+                // (its bucket has refilled a token or so: all of them at once met 429s
+                // again). An accepted write holds them one more `resume` (`report`): a
+                // throttled object is written once per `resume` while its writes keep
+                // coming (they coalesce meanwhile); another 429 pauses it again.
+                let hold = now + resume;
+                st.objects.insert(object, hold);
+                st.objects_until = Some(st.objects_until.map_or(hold, |u| u.max(hold)));
             }
         }
         if let Some((wait, why)) = st.all.wait(now) {
@@ -309,6 +320,13 @@ impl WriteBudget {
         let answered = match health {
             Health::Answered => {
                 st.all.answered(now, permit.epoch);
+                if !st.objects.is_empty() {
+                    let hold = now + o.default_retry_after;
+                    if let Some(until) = st.objects.get_mut(&scope.object()) {
+                        *until = (*until).max(hold);
+                        st.objects_until = Some(st.objects_until.map_or(hold, |u| u.max(hold)));
+                    }
+                }
                 if let (Some(e), Some(ns)) = (
                     permit.namespace_epoch,
                     st.namespaces.get_mut(scope.namespace),
@@ -757,5 +775,47 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         drop(go(&b, obj));
         assert_eq!(b.snapshot().throttled, 2);
+    }
+
+    /// When a `SourceAndObject` pause ends, one write of the object goes and the object's
+    /// others wait: refused, the object pauses again; accepted, the next goes a second
+    /// later, one a second while they keep coming, and the object is free once none came
+    /// for a second. (All of them at once met the refilled bucket's one token and 429s
+    /// again: under `SourceAndObject` 1/5 two of every object's writes were refused.)
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_object_resumes_one_write_at_a_time() {
+        let b = WriteBudget::new("t", BudgetOptions::default());
+        let obj = WriteScope {
+            namespace: "objs",
+            write: &Obj(7),
+        };
+        let p = go(&b, obj);
+        b.report(p, limited("SourceAndObject"), obj);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let first = go(&b, obj);
+        assert_eq!(holds(&b, obj).1, Deferral::RetryAfter, "the others wait");
+        b.report(first, limited("SourceAndObject"), obj);
+        assert_eq!(
+            holds(&b, obj),
+            (Duration::from_secs(1), Deferral::RetryAfter),
+            "refused: paused again"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let second = go(&b, obj);
+        assert_eq!(holds(&b, obj).1, Deferral::RetryAfter);
+        tokio::time::advance(Duration::from_millis(10)).await;
+        b.report(second, Health::Answered, obj);
+        assert_eq!(
+            holds(&b, obj),
+            (Duration::from_secs(1), Deferral::RetryAfter),
+            "accepted: the next a second later"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let third = go(&b, obj);
+        b.report(third, Health::Answered, obj);
+        // None for a second after the hold: the object is free.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        drop(go(&b, obj));
+        drop(go(&b, obj));
     }
 }

@@ -90,6 +90,10 @@ pub(crate) struct Throttle {
     /// Some epoch after a decrease had a write accepted: the rate has come down to the
     /// limit once (until then a 429 cuts deeper).
     found: bool,
+    /// [`STEP`], and accepted writes of the epoch before a probe besides
+    /// [`PROBE_AFTER_SECS`] (none): others only in the model's comparisons of laws.
+    step: f64,
+    probe_after_writes: u64,
 }
 
 impl Throttle {
@@ -117,7 +121,18 @@ impl Throttle {
             accepted: 0,
             paused_unanswered: false,
             found: false,
+            step: STEP,
+            probe_after_writes: 0,
         }
+    }
+
+    /// The same bucket with another step and a probe waiting for writes as well as time
+    /// (the model's comparisons of laws).
+    #[cfg(test)]
+    pub(crate) fn with_law(mut self, step: f64, probe_after_writes: u64) -> Self {
+        self.step = step;
+        self.probe_after_writes = probe_after_writes;
+        self
     }
 
     /// A bucket for a part of the budget (one namespace) that a 429 was scoped to: starts
@@ -203,8 +218,12 @@ impl Throttle {
         }
         self.refill(now);
         let quiet = secs(now.saturating_duration_since(self.epoch_start));
-        let probe = 2f64.powf(((quiet - PROBE_AFTER_SECS) / PROBE_DOUBLING_SECS).clamp(0.0, 10.0));
-        self.rate = (self.rate + STEP * probe).min(self.ceiling);
+        let probe = if self.accepted < self.probe_after_writes {
+            1.0
+        } else {
+            2f64.powf(((quiet - PROBE_AFTER_SECS) / PROBE_DOUBLING_SECS).clamp(0.0, 10.0))
+        };
+        self.rate = (self.rate + self.step * probe).min(self.ceiling);
         self.burst = if self.rate >= self.ceiling {
             self.ceiling_burst
         } else {
