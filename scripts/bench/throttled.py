@@ -184,7 +184,10 @@ def fleet(args, limits, n, run):
         fastest = min(r["final_seconds"] for r in results)
         exact = sum(r["sum_count"] == r["expected_sum_count"] and r["stored_counts_ok"]
                     for r in results)
+        began = [r["began_unix_ms"] for r in results if "began_unix_ms" in r]
         summary = dict(limit=limit, run=run, processes=n, exact=f"{exact} of {n}",
+                       # The last process's first recording after the first's.
+                       began_spread=round((max(began) - min(began)) / 1000, 2) if began else None,
                        all_exact=exact == n, writes=writes, throttled=throttled,
                        throttled_share=round(throttled / writes, 4) if writes else None,
                        bound=round(b, 2), slowest=round(slowest, 2),

@@ -163,6 +163,10 @@ async fn run_once(
     let writes_before = event_writes(sink).await;
     let recorder = pipeline.recorder();
     let start = Instant::now();
+    // When recording began by the wall clock, to line up processes started together.
+    let began_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     let mut queued = 0u64;
     for o in &occurrences {
         if let Emit::Queued =
@@ -252,6 +256,7 @@ async fn run_once(
         "apiserver_event_writes": counted_by_apiserver,
         "seconds": seconds,
         "final_seconds": final_seconds,
+        "began_unix_ms": began_unix_ms,
         "requests_per_s": requests as f64 / seconds,
         "emit_seconds": emit_secs,
         "idle": idle,

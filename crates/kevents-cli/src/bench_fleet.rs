@@ -45,6 +45,10 @@ pub struct FleetArgs {
     /// The simulator's answer latency, in milliseconds.
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_LATENCY_MS, value_parser = crate::bounds::parse::fleet_latency_ms)]
     pub latency_ms: u64,
+    /// Pipelines start recording spread evenly over this many milliseconds (processes
+    /// launched together do not start at once), after every pipeline is built.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = crate::bounds::parse::fleet_stagger_ms)]
+    pub stagger_ms: u64,
     /// Runs (one `FLEET` line each).
     #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::fleet_runs)]
     pub runs: usize,
@@ -115,11 +119,14 @@ async fn run_once(
     let ready = Arc::new(Barrier::new(args.pipelines));
     let mut tasks = Vec::with_capacity(args.pipelines);
     for i in 0..args.pipelines {
+        let stagger = Duration::from_millis(args.stagger_ms)
+            .mul_f64(i as f64 / args.pipelines as f64);
         tasks.push(actix_rt::spawn(pipeline(
             api.clone(),
             format!("fleet-{i}"),
             args.occurrences,
             ready.clone(),
+            stagger,
         )));
     }
     let mut done = Vec::with_capacity(tasks.len());
@@ -135,7 +142,9 @@ async fn run_once(
     let (mut sum_count, mut expected_sum_count) = (0i64, 0i64);
     let mut throughputs = Vec::with_capacity(done.len());
     let start = done.iter().map(|f| f.began).min();
-    let seconds = |f: &Finished| start.map_or(0.0, |s| (f.ended - s).as_secs_f64());
+    // Each pipeline's time from its own first recording, as each process's own in
+    // `throttled.py --fleet`.
+    let seconds = |f: &Finished| (f.ended - f.began).as_secs_f64();
     for f in &done {
         let mine: Vec<_> = stored
             .iter()
@@ -196,6 +205,7 @@ async fn run_once(
         "processes": n,
         "occurrences": args.occurrences,
         "latency_ms": args.latency_ms,
+        "stagger_ms": args.stagger_ms,
         "exact": format!("{exact} of {n}"),
         "all_exact": exact == n,
         // The stored counts of every pipeline's events, read back, and what client-go's
@@ -250,6 +260,7 @@ async fn pipeline(
     namespace: String,
     occurrences: usize,
     ready: Arc<Barrier>,
+    stagger: Duration,
 ) -> anyhow::Result<Finished> {
     let w = Workload::API;
     let occs: Vec<_> = (0..occurrences.min(w.n))
@@ -273,6 +284,7 @@ async fn pipeline(
         .start();
     let recorder = pipeline.recorder();
     ready.wait().await;
+    actix_rt::time::sleep(stagger).await;
     let began = Instant::now();
     for o in &occs {
         recorder.event(&o.object, EventType::Warning, &o.reason, &o.message)?;

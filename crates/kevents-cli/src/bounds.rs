@@ -115,6 +115,14 @@ pub const FLEET_LATENCY_MS: Bound = Bound {
     max: 60_000,
     why: "0 answers at once; a minute at most",
 };
+/// `kevents bench fleet --stagger-ms`.
+pub const FLEET_STAGGER_MS: Bound = Bound {
+    command: "bench fleet",
+    flag: "--stagger-ms",
+    min: 0,
+    max: 60_000,
+    why: "0 starts every pipeline at once; a minute at most",
+};
 /// `kevents bench fleet --runs`.
 pub const FLEET_RUNS: Bound = runs("bench fleet");
 /// `kevents bench faults --outage-secs`.
@@ -185,6 +193,7 @@ pub const ALL: [Bound; 32] = [
     FLEET_PIPELINES,
     FLEET_OCCURRENCES,
     FLEET_LATENCY_MS,
+    FLEET_STAGGER_MS,
     FLEET_RUNS,
     FAULTS_OUTAGE_SECS,
     FAULTS_BASELINE_SECS,
@@ -316,6 +325,7 @@ pub mod parse {
         fleet_pipelines: FLEET_PIPELINES as usize;
         fleet_occurrences: FLEET_OCCURRENCES as usize;
         fleet_latency_ms: FLEET_LATENCY_MS as u64;
+        fleet_stagger_ms: FLEET_STAGGER_MS as u64;
         fleet_runs: FLEET_RUNS as usize;
         faults_outage_secs: FAULTS_OUTAGE_SECS as u64;
         faults_baseline_secs: FAULTS_BASELINE_SECS as u64;
