@@ -42,9 +42,12 @@
 //!   users flooding one level at once share its seats about evenly, whatever their numbers
 //!   of writes.
 //!
-//! **What is emulated, and why only event writes.** One priority level: the simulators put
-//! every event write (core/v1 and `events.k8s.io/v1` create and patch) of every user through
-//! it, as kube-apiserver puts a user's writes through `global-default` (an authenticated
+//! **What is emulated, and why only event writes.** One priority level: the HTTP simulator
+//! ([`SimConfig::flow_control`](crate::SimConfig::flow_control)) puts every event write
+//! (core/v1 and `events.k8s.io/v1` create and patch) of every user through it, the
+//! [`MemoryApiServer`](crate::MemoryApiServer)
+//! ([`with_flow_control`](crate::MemoryApiServer::with_flow_control)) the core/v1 creates
+//! and patches made through its `EventSink` trait, as kube-apiserver puts a user's writes through `global-default` (an authenticated
 //! user outside `system:masters`) or `workload-low` (a service account). Event writes are the
 //! load a recorder makes and the one whose refusals it must survive; reads, discovery and
 //! namespaces are few and would only take seats the real server gives them from the same
