@@ -608,6 +608,20 @@ impl FlowController {
     /// reaches it, or the reason it is refused. Waiting is a tokio timer and channel: call
     /// it inside a tokio runtime. Dropping the future while it waits takes the request out of
     /// its queue.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use kevents_sim::flow_control::{ApfVersion, FlowControl, FlowController, Rejected};
+    /// let apf = FlowController::new(FlowControl::new(ApfVersion::V1_36, 1, 1));
+    /// let seat = apf.admit("alice").await.unwrap();
+    /// assert_eq!(apf.seats_in_use(), 1);
+    /// // 1.36 refuses a request still waiting after 15 s.
+    /// assert_eq!(apf.admit("bob").await.unwrap_err(), Rejected::TimedOut);
+    /// drop(seat);
+    /// assert_eq!(apf.seats_in_use(), 0);
+    /// assert_eq!(apf.stats().rejected_timed_out, 1);
+    /// # }
+    /// ```
     pub async fn admit(&self, user: &str) -> Result<Seat, Rejected> {
         let (queue, id, rx, version, wait_limit) = {
             let mut s = self.locked();
