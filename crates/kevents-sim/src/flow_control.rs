@@ -54,8 +54,8 @@
 //! level. Not emulated: the other priority levels and their flow schemas (the `exempt` level
 //! of `system:masters` is not limited at all on the real server), 1.36's borrowing of seats
 //! between levels (every 10 s a level's limit moves between its lower and upper bound with
-//! the seats demanded: with 2 server seats `global-default` nominally has 1 but served 3 at
-//! once on 1.36.3), the width of lists and watches (a list can take several seats, a watch
+//! the seats demanded: with 2 server seats `global-default` nominally has 1, lends it while
+//! idle, so that requests queue until an adjustment gives a seat back, and borrows up to 3), the width of lists and watches (a list can take several seats, a watch
 //! takes seats while it initialises), and the `X-Kubernetes-PF-*` headers of 1.36.
 
 use std::collections::VecDeque;
