@@ -10,8 +10,10 @@
 //! is answered at once. User A sends 300 creates with user B's 45 interleaved (nothing may be
 //! refused: A has 1 seat and 299 waiting in its hand of 6 queues of 50), then A sends 20
 //! more (beyond A's capacity of 301: refused at once, 429; on 1.36, told not to lend its
-//! seat, the level may still borrow up to 3, so 1.36 may refuse as few as 17), then every body is sent and the order in which the creates are answered shows
-//! whether fair queuing served B beside A's flood.
+//! seat, the level may still borrow up to 3, so 1.36 may refuse as few as 17), then every
+//! body is sent and the order in which the creates are answered shows whether fair queuing
+//! served B beside A's flood (asserted on 1.20.2 and the simulator; printed on 1.36.3,
+//! where it depends on timing: see `check`).
 //!
 //! On the real server users A and B are the admin impersonating `kevents-flow-a` and
 //! `kevents-flow-b` (bound to `cluster-admin`, outside `system:masters`: their requests go to
@@ -349,7 +351,8 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn check(who: &str, o: &Outcome, nominal_seats: usize) {
+/// `order`: whether to assert the fair-queuing order (see below for why 1.36.3 is not).
+fn check(who: &str, o: &Outcome, nominal_seats: usize, order: bool) {
     eprintln!(
         "{who}: refused below capacity {}, beyond {} (of {MORE_A}), seats {:?}, served {} (201: {}), B's last at {} of {}, other answers {}",
         o.refused_below_capacity,
@@ -413,8 +416,14 @@ fn check(who: &str, o: &Outcome, nominal_seats: usize) {
         "{who}"
     );
     // Fair queuing: B's 45 are served beside A's flood, not after it (in arrival order the
-    // last of B's would be about the 340th of 346; 1.20.2 served it about 80th, 1.36.3
-    // about 150th, the emulation 85th).
+    // last of B's is the last of all; 1.20.2 served it 79th to 103rd in five runs, the
+    // emulation 84th or 85th). 1.36.3 served it anywhere from the 92nd to the 237th in seven
+    // runs: with its 3 ms estimate of a request's work, a queue's virtual start credits
+    // the time it waited, so where B lands depends on how long the load took to arrive and
+    // on each create's real service time; there only its figure is printed.
+    if !order {
+        return;
+    }
     assert!(
         o.last_b < (FIRST_A + B_WRITES) * 2 / 3,
         "{who}: B's last create served at {} of {}",
@@ -523,8 +532,9 @@ kevents_testkit::real_apiserver_tests! {
             let emulated = Server::Sim { sim, tokens };
             let sim_outcome = drive(&emulated).await;
 
-            check(&format!("kube-apiserver {version:?}"), &real_outcome, nominal);
-            check("simulator", &sim_outcome, nominal);
+            let real_order = version == ApfVersion::V1_20;
+            check(&format!("kube-apiserver {version:?}"), &real_outcome, nominal, real_order);
+            check("simulator", &sim_outcome, nominal, true);
             // The emulation has no borrowing: exactly A's capacity.
             assert_eq!(sim_outcome.refused_beyond.len(), MORE_A - 1);
             let real_refused = real_outcome.refused_beyond.len();
