@@ -417,7 +417,7 @@ fn check(who: &str, o: &Outcome, nominal_seats: usize, order: bool) {
     );
     // Fair queuing: B's 45 are served beside A's flood, not after it (in arrival order the
     // last of B's is the last of all; 1.20.2 served it 79th to 103rd in five runs, the
-    // emulation 84th or 85th). 1.36.3 served it anywhere from the 92nd to the 237th in seven
+    // emulation 84th or 85th). 1.36.3 served it anywhere from the 118th to the 237th in four
     // runs: with its 3 ms estimate of a request's work, a queue's virtual start credits
     // the time it waited, so where B lands depends on how long the load took to arrive and
     // on each create's real service time; there only its figure is printed.
