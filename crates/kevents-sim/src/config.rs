@@ -1,9 +1,10 @@
 //! How a simulator is started ([`SimConfig`]): address, TLS, bearer tokens ([`SimAuth`]),
-//! which namespaces exist, whether `events.k8s.io/v1` is served, event rate limits. The default is the
+//! which namespaces exist, whether `events.k8s.io/v1` is served, event rate limits, flow control. The default is the
 //! simplest server; [`SimConfig::like_apiserver`] is a fresh kube-apiserver's setup.
 
 use std::net::SocketAddr;
 
+use crate::flow_control::FlowControl;
 use crate::rate_limit::EventRateLimits;
 
 /// Bearer-token authentication: one token with every right, one with none.
@@ -57,6 +58,24 @@ pub struct SimConfig {
     /// [`rate_limit`](crate::rate_limit)); empty (the default): off. The `User` key is the
     /// token's user (`kevents-admin` for the admin token; empty without authentication).
     pub event_rate_limits: EventRateLimits,
+    /// kube-apiserver's API Priority and Fairness for event writes (see
+    /// [`flow_control`](crate::flow_control)); `None` (the default): off. Every event create
+    /// and patch of both APIs waits for a seat of the configured priority level after
+    /// authentication and before its body is read, holds it while the body arrives, the
+    /// fault plan's latency passes and the write is done, and is answered 429 (`Retry-After:
+    /// 1`, plain text) when its queue is full or it waited too long. The flow is the user
+    /// (`kevents-admin` for the admin token; empty without authentication).
+    ///
+    /// ```
+    /// use kevents_sim::flow_control::{ApfVersion, FlowControl};
+    /// let config = kevents_sim::SimConfig {
+    ///     flow_control: Some(FlowControl::new(ApfVersion::V1_20, 1, 1)),
+    ///     ..Default::default()
+    /// };
+    /// let sim = kevents_sim::Simulator::start_blocking(config).unwrap();
+    /// assert_eq!(sim.flow_control().unwrap().seats_in_use(), 0);
+    /// ```
+    pub flow_control: Option<FlowControl>,
 }
 
 impl Default for SimConfig {
@@ -69,6 +88,7 @@ impl Default for SimConfig {
             events_v1_served: false,
             initial_resource_version: 100,
             event_rate_limits: EventRateLimits::default(),
+            flow_control: None,
         }
     }
 }

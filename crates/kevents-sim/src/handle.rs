@@ -234,6 +234,13 @@ impl SimHandle {
         self.set_faults(Faults::none());
     }
 
+    /// The API Priority and Fairness of event writes, when configured
+    /// ([`SimConfig::flow_control`](crate::SimConfig::flow_control)): its seats, queues and
+    /// counts.
+    pub fn flow_control(&self) -> Option<&crate::flow_control::FlowController> {
+        self.shared.flow.as_ref()
+    }
+
     /// Counters.
     pub fn stats(&self) -> SimStats {
         *lock(&self.shared.stats)

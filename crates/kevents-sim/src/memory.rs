@@ -3,7 +3,8 @@
 //! duplicate create, 404 on a patch of a missing event, a new resourceVersion on every write,
 //! and strategic-merge patches applied key by key. Optionally it throttles core/v1 event
 //! writes as kube-apiserver's `EventRateLimit` admission plugin does
-//! ([`MemoryApiServer::with_event_rate_limits`]) and answers after a latency
+//! ([`MemoryApiServer::with_event_rate_limits`]), queues them as its API Priority and
+//! Fairness does ([`MemoryApiServer::with_flow_control`]) and answers after a latency
 //! ([`MemoryApiServer::with_latency`]).
 
 use std::collections::BTreeMap;
@@ -16,6 +17,9 @@ use kevents_core::events_v1::{self, ClusterScopedRule};
 use kevents_core::status::{SinkError, Status, StatusDetails};
 use kevents_core::{Event, EventSink, SinkFuture, Stored};
 
+use crate::flow_control::{
+    FlowControl, FlowController, RETRY_AFTER_SECONDS, TOO_MANY_REQUESTS_BODY,
+};
 use crate::rate_limit::{EventRateLimiter, EventRateLimits, EventWrite};
 
 #[derive(Debug, Default)]
@@ -82,6 +86,10 @@ pub struct MemoryApiServer {
     store: Arc<Mutex<Store>>,
     /// How long each request made through the sink traits takes.
     latency: Duration,
+    /// API Priority and Fairness for core/v1 writes through the sink traits, when set.
+    flow: Option<FlowController>,
+    /// The flow distinguisher (user name) of this handle's writes.
+    user: Arc<str>,
 }
 
 fn status(code: u16, reason: &str, message: String, name: &str) -> SinkError {
@@ -145,6 +153,59 @@ impl MemoryApiServer {
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
         self
+    }
+
+    /// Puts core/v1 event creates and patches made through the [`EventSink`] trait through
+    /// kube-apiserver's API Priority and Fairness for one priority level (see
+    /// [`crate::flow_control`]): each waits for a seat in its flow's queues, holds it for
+    /// the [latency](MemoryApiServer::with_latency), and is answered 429 with
+    /// `Retry-After: 1` when its queue is full or it waited too long, as kube-apiserver
+    /// answers. The flow is the handle's user ([`MemoryApiServer::as_user`], empty by
+    /// default). The `*_now` methods are immediate and bypass it. Clones made after this
+    /// share the seats and queues.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kevents_core::{Event, EventSink};
+    /// use kevents_sim::flow_control::{ApfVersion, FlowControl};
+    /// let api = kevents_sim::MemoryApiServer::new()
+    ///     .with_flow_control(FlowControl::new(ApfVersion::V1_20, 1, 1)); // 1 seat
+    /// let mut e = Event::default();
+    /// e.metadata.namespace = "ns".into();
+    /// e.metadata.name = "a".into();
+    /// api.create(&e).await.unwrap();
+    /// assert_eq!(api.flow_control().unwrap().stats().dispatched, 1);
+    /// # }
+    /// ```
+    pub fn with_flow_control(mut self, config: FlowControl) -> Self {
+        self.flow = Some(FlowController::new(config));
+        self
+    }
+
+    /// The same store (and rate limits and flow control) seen by another user: its writes
+    /// are a flow of their own in API Priority and Fairness.
+    ///
+    /// ```
+    /// let api = kevents_sim::MemoryApiServer::new();
+    /// let bob = api.as_user("bob");
+    /// assert_eq!(bob.user(), "bob");
+    /// assert_eq!(api.user(), "");
+    /// ```
+    pub fn as_user(&self, user: &str) -> Self {
+        MemoryApiServer {
+            user: Arc::from(user),
+            ..self.clone()
+        }
+    }
+
+    /// The user this handle writes as.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// The flow control, when configured ([`MemoryApiServer::with_flow_control`]).
+    pub fn flow_control(&self) -> Option<&FlowController> {
+        self.flow.as_ref()
     }
 
     /// Event writes refused 429 by the rate limits so far.
@@ -257,8 +318,44 @@ impl MemoryApiServer {
     }
 }
 
+/// The 429 of a request refused by API Priority and Fairness, as a client decodes
+/// kube-apiserver's answer (a plain-text body, `Retry-After: 1`).
+fn flow_rejected() -> SinkError {
+    kevents_core::answer::Answer {
+        code: 429,
+        retry_after: Some(Duration::from_secs(u64::from(RETRY_AFTER_SECONDS))),
+        body: TOO_MANY_REQUESTS_BODY.as_bytes(),
+        oversized: false,
+    }
+    .status_error()
+}
+
+impl MemoryApiServer {
+    /// A write through the flow control: a seat held for the latency and the write.
+    fn flow_write(
+        &self,
+        flow: FlowController,
+        write: impl FnOnce(&MemoryApiServer) -> Result<Event, SinkError> + Send + 'static,
+    ) -> SinkFuture {
+        let api = self.clone();
+        Box::pin(async move {
+            let seat = flow.admit(&api.user).await.map_err(|_| flow_rejected())?;
+            if !api.latency.is_zero() {
+                tokio::time::sleep(api.latency).await;
+            }
+            let r = write(&api).map(Stored::from);
+            drop(seat);
+            r
+        })
+    }
+}
+
 impl EventSink for MemoryApiServer {
     fn create(&self, event: &Event) -> SinkFuture {
+        if let Some(flow) = self.flow.clone() {
+            let event = event.clone();
+            return self.flow_write(flow, move |api| api.create_now(&event));
+        }
         if self.latency.is_zero() {
             let r = self.create_now(event).map(Stored::from);
             return Box::pin(async move { r });
@@ -271,6 +368,14 @@ impl EventSink for MemoryApiServer {
     }
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
+        if let Some(flow) = self.flow.clone() {
+            let (ns, name, patch) = (
+                event.metadata.namespace.clone(),
+                event.metadata.name.clone(),
+                patch.to_vec(),
+            );
+            return self.flow_write(flow, move |api| api.patch_now(&ns, &name, &patch));
+        }
         if self.latency.is_zero() {
             let r = self
                 .patch_now(&event.metadata.namespace, &event.metadata.name, patch)

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::faults::Faults;
+use crate::flow_control::FlowController;
 use crate::handle::{PendingHandle, SimHandle};
 use crate::rate_limit::EventRateLimiter;
 use crate::server::{self, Shared, User};
@@ -95,6 +96,7 @@ impl Simulator {
             tokens,
             cert_users: Mutex::new(Vec::new()),
             events_v1_served: config.events_v1_served,
+            flow: config.flow_control.clone().map(FlowController::new),
         });
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let thread_shared = shared.clone();

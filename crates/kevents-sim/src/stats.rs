@@ -16,7 +16,8 @@ pub struct SimStats {
     pub injected_errors: u64,
     /// Requests whose connection was reset.
     pub resets: u64,
-    /// Event writes refused 429 by the `EventRateLimit` plugin
+    /// Event writes refused 429 by the `EventRateLimit` plugin or by flow control
+    /// ([`SimConfig::flow_control`](crate::SimConfig::flow_control)), or
     /// ([`SimConfig::event_rate_limits`](crate::SimConfig::event_rate_limits)).
     pub throttled: u64,
 }

@@ -15,10 +15,77 @@ use super::route::{percent_decode, route};
 use super::shared::{ConnCtl, Shared, User, lock};
 use crate::access_review;
 use crate::faults::FaultBody;
+use crate::flow_control::{RETRY_AFTER_SECONDS, Seat, TOO_MANY_REQUESTS_BODY};
 use crate::store::status;
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
 const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+
+/// The seat of an event write when flow control is on (`None` for anything else, and for
+/// an unknown token, which is answered 401 later); a refusal's 429 as the apiserver sends it.
+async fn flow_seat(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    auth: Option<&str>,
+    cert_user: Option<&User>,
+) -> Result<Option<Seat>, Response<Full<Bytes>>> {
+    let Some(flow) = &shared.flow else {
+        return Ok(None);
+    };
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let event_write = matches!(
+        (method, segs.as_slice()),
+        (
+            &Method::POST,
+            ["api", "v1", "namespaces", _, "events"]
+                | ["apis", "events.k8s.io", "v1", "namespaces", _, "events"]
+        ) | (
+            &Method::PATCH,
+            ["api", "v1", "namespaces", _, "events", _]
+                | ["apis", "events.k8s.io", "v1", "namespaces", _, "events", _]
+        )
+    );
+    if !event_write {
+        return Ok(None);
+    }
+    let user = match (&shared.tokens, cert_user) {
+        (None, _) => String::new(),
+        (Some(_), Some(u)) => u.name.clone(),
+        (Some(tokens), None) => match auth.and_then(|a| a.strip_prefix("Bearer ")) {
+            None => "system:anonymous".to_owned(),
+            Some(token) => match lock(tokens).iter().find(|(t, _)| t == token.trim()) {
+                Some((_, u)) => u.name.clone(),
+                None => return Ok(None),
+            },
+        },
+    };
+    match flow.admit(&user).await {
+        Ok(seat) => Ok(Some(seat)),
+        Err(_) => {
+            {
+                let mut stats = lock(&shared.stats);
+                stats.requests += 1;
+                stats.throttled += 1;
+            }
+            let mut resp = text_response(429, TOO_MANY_REQUESTS_BODY);
+            let headers = resp.headers_mut();
+            headers.insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from(RETRY_AFTER_SECONDS),
+            );
+            headers.insert(
+                hyper::header::CACHE_CONTROL,
+                hyper::header::HeaderValue::from_static("no-cache, private"),
+            );
+            headers.insert(
+                hyper::header::X_CONTENT_TYPE_OPTIONS,
+                hyper::header::HeaderValue::from_static("nosniff"),
+            );
+            Err(resp)
+        }
+    }
+}
 
 pub(super) async fn handle(
     shared: Arc<Shared>,
@@ -40,6 +107,13 @@ pub(super) async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    // API Priority and Fairness sits after authentication and before the body is read: a
+    // seat is held from here to the answer.
+    let _seat = match flow_seat(&shared, &method, &path, auth.as_deref(), cert_user.as_ref()).await
+    {
+        Ok(seat) => seat,
+        Err(reply) => return reply,
+    };
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::faults::Faults;
+use crate::flow_control::FlowController;
 use crate::stats::SimStats;
 use crate::store::Store;
 
@@ -29,6 +30,8 @@ pub(crate) struct Shared {
     /// simulator's client CA).
     pub(crate) cert_users: Mutex<Vec<(Vec<u8>, User)>>,
     pub(crate) events_v1_served: bool,
+    /// API Priority and Fairness for event writes, when configured.
+    pub(crate) flow: Option<FlowController>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
