@@ -119,8 +119,8 @@ async fn run_once(
     let ready = Arc::new(Barrier::new(args.pipelines));
     let mut tasks = Vec::with_capacity(args.pipelines);
     for i in 0..args.pipelines {
-        let stagger = Duration::from_millis(args.stagger_ms)
-            .mul_f64(i as f64 / args.pipelines as f64);
+        let stagger =
+            Duration::from_millis(args.stagger_ms).mul_f64(i as f64 / args.pipelines as f64);
         tasks.push(actix_rt::spawn(pipeline(
             api.clone(),
             format!("fleet-{i}"),
