@@ -33,10 +33,13 @@
 //! * **Fair queuing.** Whenever a seat is free, the queue whose oldest request has the
 //!   earliest virtual finish time is served (the queue's `nextDispatchR` plus the request's
 //!   work, in seat-seconds, queues visited round-robin from the last served), the virtual
-//!   clock advancing at `min(seats asked, seats) / active queues` per second; a dispatch
-//!   advances the queue's `nextDispatchR` by the estimated work (60 s on 1.20, 3 ms on 1.36),
-//!   a finished request corrects it by the actual service time, and (since 1.22) a queue never
-//!   starts before its oldest request arrived. A queue's virtual start is the virtual time
+//!   clock advancing at `min(seats asked, seats) / active queues` per second (1.20 counts
+//!   only the seats in use, the same whenever a request waits, as every seat is then in
+//!   use); a dispatch advances the queue's `nextDispatchR` by the estimated work (60 s on
+//!   1.20, 3 ms on 1.36), a finished request corrects it by the actual service time, and a
+//!   queue that lags the virtual clock is moved up: on 1.20 the queue chosen for dispatch
+//!   to the clock plus its work executing, since 1.22 never before its oldest request
+//!   arrived. A queue's virtual start is the virtual time
 //!   when it last became busy, so a flow that waited longer is owed more: with service
 //!   times of a few milliseconds, as on a real server (give the simulators a latency), two
 //!   users flooding one level at once share its seats about evenly, whatever their numbers
@@ -437,6 +440,22 @@ impl State {
         }
     }
 
+    /// 1.20's anti-windup (its `selectQueueLocked`, not in later versions, which bound a
+    /// queue by its oldest request's arrival instead): the queue chosen for dispatch, if its
+    /// virtual start less the work it has executing is behind the virtual clock, is moved
+    /// up to the clock plus that work, so a queue that waited long does not carry its lag
+    /// as a credit into its next requests.
+    fn refresh_virtual_start(&mut self, queue: usize) {
+        if self.config.version != ApfVersion::V1_20 {
+            return;
+        }
+        let executing = f64::from(self.queues[queue].executing) * self.work();
+        let q = &mut self.queues[queue];
+        if self.current_r > q.next_dispatch_r - executing {
+            q.next_dispatch_r = self.current_r + executing;
+        }
+    }
+
     /// Serves waiting requests while seats are free (`dispatchAsMuchAsPossibleLocked`).
     fn dispatch_as_much_as_possible(&mut self) {
         while self.waiting > 0 && self.seats_in_use < self.seats {
@@ -457,6 +476,7 @@ impl State {
                 return;
             };
             self.robin_index = chosen;
+            self.refresh_virtual_start(chosen);
             let Some(w) = self.queues[chosen].waiting.pop_front() else {
                 return;
             };
@@ -803,6 +823,46 @@ mod tests {
         // Bob's 5 are served among the first 12, not after alice's 40.
         let last_bob = order.iter().rposition(|u| *u == "bob").expect("bob served");
         assert!(last_bob < 12, "{order:?}");
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn v1_20_brings_the_chosen_queue_up_to_the_virtual_clock() {
+        // 1.20's selectQueueLocked: a queue chosen for dispatch whose virtual start (less
+        // the work it has executing) is behind the virtual clock is moved up to it. Carol's
+        // C1 waits 10 s behind bob's B1 (the clock runs at 1/2: 5 s), then runs 1 s while
+        // B2 and C2 arrive. With the refresh carol's queue starts at 5 + 1, after bob's
+        // (reset to 5 when B2 arrived): B2 goes first. Without it carol's queue keeps its
+        // start of 0 + 1 and C2 goes first.
+        let first = |user: &str| deal(hash_flow_id("global-default", user), 128, 6)[0];
+        assert_ne!(first("bob"), first("carol"));
+        let apf = tiny(ApfVersion::V1_20);
+        let b1 = apf.admit("bob").await.expect("a free seat");
+        let c1 = {
+            let a = apf.clone();
+            tokio::spawn(async move { a.admit("carol").await })
+        };
+        while apf.waiting() < 1 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        drop(b1);
+        let c1 = c1.await.expect("task").expect("C1 served");
+        let (tx, mut served) = tokio::sync::mpsc::unbounded_channel();
+        for (n, user) in [(1, "bob"), (2, "carol")] {
+            let (a, tx) = (apf.clone(), tx.clone());
+            tokio::spawn(async move {
+                let seat = a.admit(user).await;
+                let _ = tx.send((user, seat));
+            });
+            while apf.waiting() < n {
+                tokio::task::yield_now().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        drop(c1);
+        let (user, seat) = served.recv().await.expect("one served");
+        assert!(seat.is_ok());
+        assert_eq!(user, "bob");
     }
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
