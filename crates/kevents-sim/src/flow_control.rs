@@ -744,8 +744,31 @@ mod tests {
                 1
             );
         }
-        assert_eq!(FlowControl::new(ApfVersion::V1_20, 400, 200).seats(), 59);
-        assert_eq!(FlowControl::new(ApfVersion::V1_36, 400, 200).seats(), 49);
+        // With the default 400 + 200, read on the servers' /metrics
+        // (apiserver_flowcontrol_request_concurrency_limit on 1.20.2: global-default 59,
+        // workload-low 293, system 88, workload-high 118, leader-election 30, catch-all 15;
+        // apiserver_flowcontrol_nominal_limit_seats on 1.36.3: global-default 49,
+        // workload-low 245, node-high 98, workload-high 98, system 74, leader-election 25,
+        // catch-all 13, exempt 0). Every level's share, so the totals 205 and 245 too.
+        let default = |v, shares| {
+            let mut level = PriorityLevel::global_default();
+            level.shares = shares;
+            FlowControl::new(v, 400, 200).with_level(level).seats()
+        };
+        let v1_20: Vec<u32> = [20, 100, 30, 40, 10, 5]
+            .map(|s| default(ApfVersion::V1_20, s))
+            .into();
+        assert_eq!(v1_20, [59, 293, 88, 118, 30, 15]);
+        let v1_36: Vec<u32> = [20, 100, 40, 40, 30, 10, 5, 0]
+            .map(|s| default(ApfVersion::V1_36, s))
+            .into();
+        assert_eq!(v1_36, [49, 245, 98, 98, 74, 25, 13, 0]);
+        let low = |v| {
+            FlowControl::new(v, 400, 200)
+                .with_level(PriorityLevel::workload_low())
+                .seats()
+        };
+        assert_eq!((low(ApfVersion::V1_20), low(ApfVersion::V1_36)), (293, 245));
     }
 
     #[test]
