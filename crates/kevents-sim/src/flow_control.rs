@@ -58,8 +58,16 @@
 //! of `system:masters` is not limited at all on the real server), 1.36's borrowing of seats
 //! between levels (every 10 s a level's limit moves between its lower and upper bound with
 //! the seats demanded: with 2 server seats `global-default` nominally has 1, lends it while
-//! idle, so that requests queue until an adjustment gives a seat back, and borrows up to 3), the width of lists and watches (a list can take several seats, a watch
-//! takes seats while it initialises), and the `X-Kubernetes-PF-*` headers of 1.36.
+//! idle, so that requests queue until an adjustment gives a seat back, and borrows up to 3),
+//! the width of lists and watches (a list can take several seats, a watch takes seats while
+//! it initialises), the `X-Kubernetes-PF-FlowSchema-UID` and `-PriorityLevel-UID` headers
+//! both versions put on the answers of a limited level (seen on 1.20.2's 201, 403 and 504
+//! and 1.36.3's 201 and 400), and 1.20's request timeout: 1.20 has no request deadline for
+//! APF to wait by, so its timeout filter answers a request still executing (seen: a body
+//! that never comes) or, by the same filter, still waiting at 60 s with `504` and a
+//! `Timeout` `Status` (`Timeout: request did not complete within 1m0s`, as `text/plain`),
+//! which frees the seat; the emulation refuses a request still waiting at 60 s with the 429
+//! and lets a seat be held as long as its request lasts.
 
 use std::collections::VecDeque;
 use std::fmt;
