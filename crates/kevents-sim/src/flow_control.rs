@@ -29,7 +29,8 @@
 //!   when another request joins the same queue, on 1.36 by the request's own deadline. The
 //!   answer is `429 Too Many Requests`, `Retry-After: 1`, `text/plain; charset=utf-8` body
 //!   `Too many requests, please try again later.\n` (not a `Status`), as both versions send
-//!   ([`TOO_MANY_REQUESTS_BODY`], [`RETRY_AFTER_SECONDS`]).
+//!   ([`TOO_MANY_REQUESTS_BODY`], [`RETRY_AFTER_SECONDS`]); 1.36.3 was also seen asking for
+//!   `Retry-After: 2` under load, which this does not emulate.
 //! * **Fair queuing.** Whenever a seat is free, the queue whose oldest request has the
 //!   earliest virtual finish time is served (the queue's `nextDispatchR` plus the request's
 //!   work, in seat-seconds, queues visited round-robin from the last served), the virtual
