@@ -503,6 +503,11 @@ mod tests {
         namespace: "ns",
         write: &Obj(1),
     };
+    /// An object's events (a `SourceAndObject` 429's scope).
+    const OBJ: WriteScope<'static> = WriteScope {
+        namespace: "objs",
+        write: &Obj(7),
+    };
 
     fn go(b: &WriteBudget, scope: WriteScope<'_>) -> Permit {
         match b.admit(scope) {
@@ -757,10 +762,7 @@ mod tests {
         drop(go(&b, other_ns));
         assert_eq!(b.snapshot().rate, 200.0, "the budget's rate is unchanged");
 
-        let obj = WriteScope {
-            namespace: "objs",
-            write: &Obj(7),
-        };
+        let obj = OBJ;
         let same_ns_other_object = WriteScope {
             namespace: "objs",
             write: &Obj(8),
@@ -785,10 +787,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_paused_object_resumes_one_write_at_a_time() {
         let b = WriteBudget::new("t", BudgetOptions::default());
-        let obj = WriteScope {
-            namespace: "objs",
-            write: &Obj(7),
-        };
+        let obj = OBJ;
         let p = go(&b, obj);
         b.report(p, limited("SourceAndObject"), obj);
         tokio::time::advance(Duration::from_secs(1)).await;
