@@ -84,6 +84,22 @@ struct State {
     breaker: Breaker,
 }
 
+impl State {
+    /// Holds `object`'s writes until at least `until` (a pause, or the next write of a
+    /// resuming object); `insert`: also an object not held yet.
+    fn hold_object(&mut self, object: u64, until: Instant, insert: bool) {
+        let held = if insert {
+            Some(self.objects.entry(object).or_insert(until))
+        } else {
+            self.objects.get_mut(&object)
+        };
+        if let Some(e) = held {
+            *e = (*e).max(until);
+            self.objects_until = Some(self.objects_until.map_or(until, |u| u.max(until)));
+        }
+    }
+}
+
 struct Inner {
     enabled: bool,
     options: BudgetOptions,
@@ -281,9 +297,7 @@ impl WriteBudget {
                 // again). An accepted write holds them one more `resume` (`report`): a
                 // throttled object is written once per `resume` while its writes keep
                 // coming (they coalesce meanwhile); another 429 pauses it again.
-                let hold = now + resume;
-                st.objects.insert(object, hold);
-                st.objects_until = Some(st.objects_until.map_or(hold, |u| u.max(hold)));
+                st.hold_object(object, now + resume, true);
             }
         }
         if let Some((wait, why)) = st.all.wait(now) {
@@ -321,11 +335,7 @@ impl WriteBudget {
             Health::Answered => {
                 st.all.answered(now, permit.epoch);
                 if !st.objects.is_empty() {
-                    let hold = now + o.default_retry_after;
-                    if let Some(until) = st.objects.get_mut(&scope.object()) {
-                        *until = (*until).max(hold);
-                        st.objects_until = Some(st.objects_until.map_or(hold, |u| u.max(hold)));
-                    }
+                    st.hold_object(scope.object(), now + o.default_retry_after, false);
                 }
                 if let (Some(e), Some(ns)) = (
                     permit.namespace_epoch,
@@ -395,10 +405,7 @@ impl WriteBudget {
                     let d = retry_after
                         .unwrap_or(o.default_retry_after)
                         .min(o.max_retry_after);
-                    let until = now + d;
-                    let e = st.objects.entry(scope.object()).or_insert(until);
-                    *e = (*e).max(until);
-                    st.objects_until = Some(st.objects_until.map_or(until, |u| u.max(until)));
+                    st.hold_object(scope.object(), now + d, true);
                     Some(d)
                 })
             }
