@@ -47,6 +47,11 @@ pub struct ApiserverArgs {
     /// read-back counts only this run's).
     #[arg(long)]
     pub keep_existing: bool,
+    /// Before each run's first recording (the apiserver probed, the namespace cleared, the
+    /// pipeline built), print `READY` on standard output and wait for a line on standard
+    /// input (or its end): processes of a fleet started by one script then begin together.
+    #[arg(long)]
+    pub start_on_input: bool,
 }
 
 /// Runs the benchmark and prints one JSON object per run. The namespace is checked and the
@@ -97,6 +102,23 @@ pub fn run(args: ApiserverArgs) -> anyhow::Result<()> {
         }
         Ok(())
     }))
+}
+
+/// Prints `READY` and waits for a line on standard input, or its end (`--start-on-input`).
+async fn wait_for_start() -> anyhow::Result<()> {
+    use std::io::{BufRead as _, Write as _};
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "READY")?;
+    out.flush()?;
+    drop(out);
+    // A blocking read off the actix thread; the line's content does not matter.
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line).map(|_| ())
+    })
+    .await
+    .context("waiting for the start line")?
+    .context("reading the start line from standard input")
 }
 
 /// Deletes every event of `namespace`; returns how many.
@@ -161,6 +183,9 @@ async fn run_once(
     // The apiserver's own count of event writes, before and after (`None` where /metrics is
     // not served, e.g. the simulator, or not allowed).
     let writes_before = event_writes(sink).await;
+    if args.start_on_input {
+        wait_for_start().await?;
+    }
     let recorder = pipeline.recorder();
     let start = Instant::now();
     // When recording began by the wall clock, to line up processes started together.

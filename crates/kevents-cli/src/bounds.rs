@@ -115,6 +115,14 @@ pub const FLEET_LATENCY_MS: Bound = Bound {
     max: 60_000,
     why: "0 answers at once; a minute at most",
 };
+/// `kevents bench fleet --admission-latency-ms`.
+pub const FLEET_ADMISSION_LATENCY_MS: Bound = Bound {
+    command: "bench fleet",
+    flag: "--admission-latency-ms",
+    min: 0,
+    max: 60_000,
+    why: "0 decides at once; a minute at most (and never after the latency)",
+};
 /// `kevents bench fleet --stagger-ms`.
 pub const FLEET_STAGGER_MS: Bound = Bound {
     command: "bench fleet",
@@ -176,7 +184,7 @@ pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 33] = [
+pub const ALL: [Bound; 34] = [
     DEMO_PACE_MS,
     DEMO_WIDTH,
     CORRELATOR_RUNS,
@@ -193,6 +201,7 @@ pub const ALL: [Bound; 33] = [
     FLEET_PIPELINES,
     FLEET_OCCURRENCES,
     FLEET_LATENCY_MS,
+    FLEET_ADMISSION_LATENCY_MS,
     FLEET_STAGGER_MS,
     FLEET_RUNS,
     FAULTS_OUTAGE_SECS,
@@ -325,6 +334,7 @@ pub mod parse {
         fleet_pipelines: FLEET_PIPELINES as usize;
         fleet_occurrences: FLEET_OCCURRENCES as usize;
         fleet_latency_ms: FLEET_LATENCY_MS as u64;
+        fleet_admission_latency_ms: FLEET_ADMISSION_LATENCY_MS as u64;
         fleet_stagger_ms: FLEET_STAGGER_MS as u64;
         fleet_runs: FLEET_RUNS as usize;
         faults_outage_secs: FAULTS_OUTAGE_SECS as u64;

@@ -1,5 +1,6 @@
 //! `kevents bench pipeline --policy coalesce` end to end: a burst of the hot workload through
-//! the library's default queues ends with every occurrence in a stored count.
+//! the library's default queues ends with every occurrence in a stored count; the bench
+//! commands' bounds; `bench apiserver --start-on-input`.
 
 use std::process::Command;
 
@@ -106,4 +107,43 @@ fn zero_capacities_and_huge_numbers_are_usage_errors() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?}: nothing run");
     }
+}
+
+/// `bench apiserver --start-on-input` (on the embedded simulator) builds everything, says
+/// `READY`, and records nothing until a line arrives on standard input: its recording
+/// begins after the line was sent, and its counts are exact.
+#[test]
+fn start_on_input_waits_for_the_line() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kevents"))
+        .args(["bench", "apiserver", "--start-on-input"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "READY");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "it ran without the line"
+    );
+    let sent = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    let r: Value = serde_json::from_str(rest.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(r["stored_counts_ok"], true, "{r}");
+    assert!(
+        r["began_unix_ms"].as_u64().unwrap() >= sent,
+        "{r} before {sent}"
+    );
 }
