@@ -182,6 +182,10 @@ def fleet(args, limits, n, run):
             for p in procs:
                 p.stdin.close()
                 p.stdin = None  # communicate() below must not flush it
+        # The 429s of the first 5 s (the fleet's descent from its configured rates), from
+        # when the processes were told to go (or launched).
+        time.sleep(5)
+        throttled_early = apiserver_writes(kc)[1] - t0
         results = []
         for i, p in enumerate(procs):
             out, err = p.communicate()
@@ -209,6 +213,7 @@ def fleet(args, limits, n, run):
                        began_spread=round((max(began) - min(began)) / 1000, 2) if began else None,
                        all_exact=exact == n, writes=writes, throttled=throttled,
                        throttled_share=round(throttled / writes, 4) if writes else None,
+                       throttled_first_5s=throttled_early,
                        bound=round(b, 2), slowest=round(slowest, 2),
                        slowest_over_bound=round(slowest / b, 3) if b else None,
                        fastest=round(fastest, 2),

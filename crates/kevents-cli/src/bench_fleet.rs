@@ -33,6 +33,9 @@ pub const DEFAULT_LATENCY_MS: u64 = 3;
 /// a 201 after 3.7 ms, medians of about 200 each; the timers here count whole milliseconds).
 pub const DEFAULT_ADMISSION_LATENCY_MS: u64 = 2;
 
+/// `throttled_first_5s` counts the 429s of this long from the start.
+const EARLY: Duration = Duration::from_secs(5);
+
 /// Options of `kevents bench fleet`.
 #[derive(Args, Debug, Clone)]
 pub struct FleetArgs {
@@ -127,7 +130,17 @@ async fn run_once(
     // Every pipeline is built (and its expected counts computed) before any records: on
     // one thread a thousand take seconds to build, and the first ones would otherwise
     // have the limit to themselves meanwhile (a fleet of processes started together).
-    let ready = Arc::new(Barrier::new(args.pipelines));
+    let ready = Arc::new(Barrier::new(args.pipelines + 1));
+    // The 429s of the first 5 s (the fleet's descent from its configured rates), counted
+    // from when every pipeline may start.
+    let early = actix_rt::spawn({
+        let (api, ready) = (api.clone(), ready.clone());
+        async move {
+            ready.wait().await;
+            actix_rt::time::sleep(EARLY).await;
+            api.throttled()
+        }
+    });
     let mut tasks = Vec::with_capacity(args.pipelines);
     for i in 0..args.pipelines {
         let stagger =
@@ -147,6 +160,9 @@ async fn run_once(
                 .map_err(|e| anyhow::anyhow!("a pipeline's task failed: {e}"))??,
         );
     }
+    let throttled_early = early
+        .await
+        .map_err(|e| anyhow::anyhow!("the 429 counter's task failed: {e}"))?;
     // Every pipeline's events read back from the server, against client-go's serial path.
     let stored = api.list();
     let mut exact = 0usize;
@@ -227,6 +243,7 @@ async fn run_once(
         "writes": writes,
         "throttled": throttled,
         "throttled_share": (writes > 0).then(|| round(throttled as f64 / writes as f64, 4)),
+        "throttled_first_5s": throttled_early,
         "bound": round(bound, 2),
         "slowest": round(slowest, 2),
         "slowest_over_bound": ratio(slowest, bound),

@@ -56,6 +56,9 @@ fn a_small_fleet_stores_every_count_and_reports_consistent_figures() {
     assert_eq!(f(&v, "requests"), writes, "{v}");
     assert_eq!(f(&v, "pipelines_throttled"), throttled, "{v}");
     assert!(throttled > 0.0, "the limit refused nothing: {v}");
+    // The descent from 200/s to the limit's share is in the first 5 s.
+    let early = f(&v, "throttled_first_5s");
+    assert!(early > 0.0 && early <= throttled, "{v}");
     assert!(
         (f(&v, "throttled_share") - throttled / writes).abs() < 1e-3,
         "{v}"

@@ -5,7 +5,8 @@
 //! writes as kube-apiserver's `EventRateLimit` admission plugin does
 //! ([`MemoryApiServer::with_event_rate_limits`]), queues them as its API Priority and
 //! Fairness does ([`MemoryApiServer::with_flow_control`]) and answers after a latency
-//! ([`MemoryApiServer::with_latency`]).
+//! ([`MemoryApiServer::with_latency`]), its limits deciding earlier when asked
+//! ([`MemoryApiServer::with_admission_latency`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -92,6 +93,15 @@ pub struct MemoryApiServer {
     flow: Option<FlowController>,
     /// The flow distinguisher (user name) of this handle's writes.
     user: Arc<str>,
+}
+
+/// What of a write a call does: its admission (the rate limits) apart from its store, when
+/// the two are [apart in time](MemoryApiServer::with_admission_latency), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Admit,
+    Store,
+    Whole,
 }
 
 fn status(code: u16, reason: &str, message: String, name: &str) -> SinkError {
@@ -306,17 +316,17 @@ impl MemoryApiServer {
     /// For an Event every patched field is a scalar, so the merge is key by key; `null`
     /// deletes.
     pub fn patch_now(&self, namespace: &str, name: &str, patch: &[u8]) -> Result<Event, SinkError> {
-        self.patch_inner(namespace, name, patch, true, true)
+        self.patch_inner(namespace, name, patch, Phase::Whole)
     }
 
-    /// A patch: read, merged and validated; then `admit`: the rate limits; then `store`.
+    /// A patch: read, merged and validated; then, as `phase` asks, the rate limits and
+    /// the store.
     fn patch_inner(
         &self,
         namespace: &str,
         name: &str,
         patch: &[u8],
-        admit: bool,
-        store: bool,
+        phase: Phase,
     ) -> Result<Event, SinkError> {
         let mut s = self.lock();
         let key = (namespace.to_owned(), name.to_owned());
@@ -345,10 +355,10 @@ impl MemoryApiServer {
             }
         }
         let mut updated: Event = serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
-        if admit {
+        if phase != Phase::Store {
             s.admit(&updated)?;
         }
-        if !store {
+        if phase == Phase::Admit {
             return Ok(updated);
         }
         s.resource_version += 1;
@@ -470,9 +480,9 @@ impl EventSink for MemoryApiServer {
             match api.split_latency() {
                 Some((admission, rest)) => {
                     tokio::time::sleep(admission).await;
-                    api.patch_inner(&ns, &name, &patch, true, false)?;
+                    api.patch_inner(&ns, &name, &patch, Phase::Admit)?;
                     tokio::time::sleep(rest).await;
-                    api.patch_inner(&ns, &name, &patch, false, true)
+                    api.patch_inner(&ns, &name, &patch, Phase::Store)
                         .map(Stored::from)
                 }
                 None => {
