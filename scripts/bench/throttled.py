@@ -175,6 +175,8 @@ def fleet(args, limits, n, run):
             for i, p in enumerate(procs):
                 line = p.stdout.readline()
                 if line.strip() != "READY":
+                    for q in procs:
+                        q.kill()  # not left waiting to start against a stopped apiserver
                     sys.exit(f"process {i} did not get ready: {line!r} {p.stderr.read()}")
             for p in procs:
                 p.stdin.write("\n")
