@@ -121,8 +121,10 @@ struct Inner {
 /// * **Rate**: a token bucket of `qps` requests per second and `burst` at once (one token per
 ///   attempt, retries included). A write that finds no token waits (counted
 ///   `deferred_rate`) and keeps absorbing newer results for its event.
-/// * **Adaptive** (the default): a 429 multiplies the rate by 0.6 (once per round trip)
-///   and halves the writes in flight; every accepted write adds 0.05 writes/s to the rate
+/// * **Adaptive** (the default): the first 429 takes the rate to one write a second, which
+///   doubles every 250 ms until the next 429 (slow start); from then on a 429 multiplies
+///   the rate by 0.6 (once per round trip) and halves the writes in flight; every accepted
+///   write adds 0.05 writes/s to the rate
 ///   and the writes in flight grow by one per round, up to `qps` (AIMD, so budgets of
 ///   several processes sharing a limit converge to equal shares; the constants and why
 ///   are in `budget/throttle.rs` and `docs/semantics.md`). The writes in flight start at
@@ -733,14 +735,18 @@ mod tests {
         let mut permits = permits.into_iter();
         b.report(permits.next().unwrap(), limited("Server"), NS);
         let s = b.snapshot();
-        assert_eq!(s.rate, 120.0, "times 0.6");
+        assert_eq!(
+            s.rate, 1.0,
+            "the first 429: one write a second, then slow start"
+        );
         assert_eq!(s.in_flight_limit, Some(4), "8 in flight: half");
         assert_eq!(s.throttled, 1);
         // The other 429s of that round do not lower it again.
         b.report(permits.next().unwrap(), limited("Server"), NS);
-        assert_eq!(b.snapshot().rate, 120.0);
-        // 6 still in flight, limit 4: the next write waits for one to end.
-        tokio::time::advance(Duration::from_millis(20)).await;
+        assert_eq!(b.snapshot().rate, 1.0);
+        // 6 still in flight, limit 4: the next write waits for one to end (once slow start
+        // has a token).
+        tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(waits(&b, NS).1, Deferral::InFlight);
         for p in permits.by_ref().take(3) {
             b.report(p, Health::Answered, NS);
@@ -750,7 +756,7 @@ mod tests {
         for p in permits {
             b.report(p, Health::Answered, NS);
         }
-        assert!(b.snapshot().rate > 120.0, "grows while writes are accepted");
+        assert!(b.snapshot().rate > 1.0, "slow start");
     }
 
     /// A `Namespace` 429 pauses and lowers that namespace only; a `SourceAndObject` one
