@@ -316,7 +316,7 @@ impl Throttle {
             Phase::SlowStart { .. } | Phase::Adapted => (self.rate * DECREASE, false),
         };
         self.accepted = 0;
-        self.rate = rate.max(MIN_RATE);
+        self.set_rate(rate.max(MIN_RATE));
         self.phase = if slow_start {
             Phase::SlowStart {
                 since: now,
@@ -325,7 +325,6 @@ impl Throttle {
         } else {
             Phase::Adapted
         };
-        self.burst = (self.rate * ADAPTED_BURST).max(1.0);
         self.tokens = 0.0;
         self.last = now;
         self.epoch += 1;
