@@ -282,6 +282,11 @@ async fn run_once(
         "seconds": seconds,
         "final_seconds": final_seconds,
         "began_unix_ms": began_unix_ms,
+        // The first write sent, in milliseconds after recording began (a fleet started
+        // together sends its first writes this far apart: `throttled.py --fleet`).
+        "first_write_ms": health.first_request().map(|t| round_ms(t.saturating_duration_since(start))),
+        // Its answer (or the first answer of any write), in milliseconds after recording began.
+        "first_answer_ms": health.first_answer().map(|t| round_ms(t.saturating_duration_since(start))),
         "requests_per_s": requests as f64 / seconds,
         "emit_seconds": emit_secs,
         "idle": idle,
@@ -329,6 +334,11 @@ fn sum_event_writes(text: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
         .sum()
+}
+
+/// Milliseconds, to a tenth.
+fn round_ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
 #[cfg(test)]

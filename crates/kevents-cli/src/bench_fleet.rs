@@ -20,7 +20,7 @@ use kevents_sim::workload::Workload;
 use serde_json::json;
 use tokio::sync::Barrier;
 
-use crate::cluster::{self, Failure, FailureKind, Totals, is_idle};
+use crate::cluster::{self, Failure, FailureKind, Health, Totals, WatchedSink, is_idle};
 use crate::verify;
 
 /// The latency the simulator answers with by default: about what kube-apiserver 1.20 on
@@ -59,7 +59,9 @@ pub struct FleetArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_ADMISSION_LATENCY_MS, value_parser = crate::bounds::parse::fleet_admission_latency_ms)]
     pub admission_latency_ms: u64,
     /// Pipelines start recording spread evenly over this many milliseconds (processes
-    /// launched together do not start at once), after every pipeline is built.
+    /// launched together do not start at once), after every pipeline is built. 80: as
+    /// kube-apiserver on 2 cores answers the first writes of 8 processes started together
+    /// (docs/benchmarks.md, "The start, matched").
     #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = crate::bounds::parse::fleet_stagger_ms)]
     pub stagger_ms: u64,
     /// Runs (one `FLEET` line each).
@@ -79,12 +81,17 @@ struct Finished {
     began: Instant,
     /// When everything it recorded was written.
     ended: Instant,
+    /// When it sent its first write, and when the first answer came back.
+    first_write: Option<Instant>,
+    first_answer: Option<Instant>,
     accepted: u64,
     requests: u64,
     throttled: u64,
     failed: u64,
     dropped: u64,
     expected: verify::Counts,
+    /// The shutdown report's sentence (what was stored, failed, abandoned, dropped).
+    report: String,
 }
 
 /// Runs the fleet `runs` times and prints a `FLEET` line each; exit 1 when a pipeline's
@@ -192,8 +199,8 @@ async fn run_once(
                 f.namespace, f.failed, f.dropped
             ),
             Err(m) => eprintln!(
-                "kevents bench fleet: {}: stored counts MISMATCH: {m}",
-                f.namespace
+                "kevents bench fleet: {}: stored counts MISMATCH: {m} ({})",
+                f.namespace, f.report
             ),
         }
         throughputs.push(if seconds(f) > 0.0 {
@@ -224,6 +231,15 @@ async fn run_once(
             .map(|f| (f.began - s).as_secs_f64())
             .fold(0.0, f64::max)
     });
+    // The last pipeline's first write sent after the first's (processes started together
+    // send their first writes tens of milliseconds apart on a busy machine).
+    let spread = |first: fn(&Finished) -> Option<Instant>| {
+        let firsts: Vec<Instant> = done.iter().filter_map(first).collect();
+        match (firsts.iter().min(), firsts.iter().max()) {
+            (Some(a), Some(b)) => Some(round((*b - *a).as_secs_f64(), 3)),
+            _ => None,
+        }
+    };
     let n = done.len();
     let ratio = |a: f64, b: f64| (b > 0.0).then(|| round(a / b, 3));
     Ok(json!({
@@ -250,6 +266,9 @@ async fn run_once(
         "fastest": round(fastest, 2),
         "fastest_over_slowest": ratio(fastest, slowest),
         "began_spread": round(began_spread, 2),
+        "first_write_spread": spread(|f| f.first_write),
+        // The last pipeline's first answer after the first's.
+        "first_answer_spread": spread(|f| f.first_answer),
         // Finishing times at 0, 10, ..., 100 % of the pipelines.
         "finished_deciles": deciles(done.iter().map(seconds).collect()),
         "jain": jain(&throughputs).map(|j| round(j, 4)),
@@ -308,8 +327,13 @@ async fn pipeline(
         options.correlator.clone(),
         options.defer_spam_tails,
     );
+    let health = Arc::new(Health::default());
     let pipeline = Pipeline::builder(source)
-        .sink("apiserver", api, options)
+        .sink(
+            "apiserver",
+            WatchedSink::new(api, Arc::clone(&health)),
+            options,
+        )
         .start();
     let recorder = pipeline.recorder();
     ready.wait().await;
@@ -323,19 +347,31 @@ async fn pipeline(
     while !is_idle(&pipeline.stats()) && Instant::now() < deadline {
         actix_rt::time::sleep(Duration::from_millis(20)).await;
     }
-    let report = pipeline.shutdown(Duration::from_secs(30)).await;
+    // The shutdown writes what the pipeline holds (deferred spam tails, about a hundred
+    // writes) at its budget's rate, its share of the limit while the others still write:
+    // it gets what is left of the deadline, as `bench apiserver`'s processes do.
+    let report = pipeline
+        .shutdown(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_secs(30)),
+        )
+        .await;
     let ended = Instant::now();
     let t = Totals::of([&report.stats]);
     Ok(Finished {
         namespace,
         began,
         ended,
+        first_write: health.first_request(),
+        first_answer: health.first_answer(),
         accepted: t.sinks(|k| k.created) + t.sinks(|k| k.patched),
         requests: t.requests(),
         throttled: report.stats.budgets.iter().map(|b| b.throttled).sum(),
         failed: t.failed(),
         dropped: report.stats.dropped_total() - t.sinks(|k| k.spam_filtered),
         expected,
+        report: report.to_string(),
     })
 }
 

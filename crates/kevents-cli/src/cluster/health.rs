@@ -31,6 +31,8 @@ struct HealthState {
     /// Requests started and not finished, by id, with their start.
     outstanding: BTreeMap<u64, Instant>,
     last_success: Option<Instant>,
+    first_request: Option<Instant>,
+    first_answer: Option<Instant>,
     /// When, why, and whether the write is retried.
     last_error: Option<(Instant, String, bool)>,
     /// The pause the last failed request's answer asked for (a 429's Retry-After).
@@ -67,6 +69,18 @@ impl Health {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// When the first request was sent (a fleet's processes started together do not send
+    /// their first write together: the benches report how far apart they did).
+    pub fn first_request(&self) -> Option<Instant> {
+        self.lock().first_request
+    }
+
+    /// When the first answer (of any kind, a 429 too) came back: kube-apiserver answers the
+    /// first writes of processes started together up to tens of milliseconds apart.
+    pub fn first_answer(&self) -> Option<Instant> {
+        self.lock().first_answer
+    }
+
     /// Now.
     pub fn report(&self) -> HealthReport {
         let s = self.lock();
@@ -87,7 +101,9 @@ impl Health {
         let mut s = self.lock();
         let id = s.next_id;
         s.next_id += 1;
-        s.outstanding.insert(id, Instant::now());
+        let now = Instant::now();
+        s.first_request.get_or_insert(now);
+        s.outstanding.insert(id, now);
         Outstanding {
             health: Arc::clone(self),
             id,
@@ -96,6 +112,7 @@ impl Health {
 
     fn finish<T>(&self, result: &Result<T, SinkError>) {
         let mut s = self.lock();
+        s.first_answer.get_or_insert_with(Instant::now);
         match result {
             Ok(_) => {
                 s.last_success = Some(Instant::now());
@@ -165,5 +182,45 @@ impl<S: EventSink> EventSink for WatchedSink<S> {
 
     fn patch(&self, event: &Event, patch: &[u8]) -> SinkFuture {
         self.watch(self.sink.patch(event, patch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevents_sim::MemoryApiServer;
+    use kevents_sim::rate_limit::{EventRateLimits, RateLimit};
+
+    fn event(name: &str) -> Event {
+        let mut e = Event::default();
+        (e.metadata.namespace, e.metadata.name, e.count) = ("default".into(), name.into(), 1);
+        e
+    }
+
+    /// The first request and the first answer are kept, a 429 being an answer, and later
+    /// ones do not move them.
+    #[actix_rt::test]
+    async fn first_request_and_first_answer() {
+        let api = MemoryApiServer::new().with_event_rate_limits(&EventRateLimits::from(vec![
+            RateLimit {
+                kind: kevents_sim::LimitType::Server,
+                qps: 1,
+                burst: 1,
+                cache_size: 0,
+            },
+        ]));
+        let health = Arc::new(Health::default());
+        let sink = WatchedSink::new(api, Arc::clone(&health));
+        assert!(health.first_request().is_none() && health.first_answer().is_none());
+        let before = Instant::now();
+        assert!(sink.create(&event("a")).await.is_ok());
+        let (request, answer) = (health.first_request(), health.first_answer());
+        assert!(request.is_some_and(|t| t >= before));
+        assert!(answer >= request);
+        // Refused (the bucket is empty): an answer, but not the first.
+        assert!(sink.create(&event("b")).await.is_err());
+        assert_eq!(health.first_request(), request);
+        assert_eq!(health.first_answer(), answer);
+        assert!(health.report().troubles_since_success > 0);
     }
 }
