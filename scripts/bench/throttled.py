@@ -209,17 +209,16 @@ def fleet(args, limits, n, run):
         fastest = min(r["final_seconds"] for r in results)
         exact = sum(r["sum_count"] == r["expected_sum_count"] and r["stored_counts_ok"]
                     for r in results)
-        began = [r["began_unix_ms"] for r in results if "began_unix_ms" in r]
-        # Each process's first write sent, by the wall clock.
-        def first(key):
-            return [r["began_unix_ms"] + r[key] for r in results
-                    if r.get(key) is not None and "began_unix_ms" in r]
+        # By the wall clock: each process's first recording, and `key` milliseconds after it.
+        def first(key=None):
+            return [r["began_unix_ms"] + (r[key] if key else 0) for r in results
+                    if "began_unix_ms" in r and (key is None or r.get(key) is not None)]
 
-        def spread(times):
-            return round((max(times) - min(times)) / 1000, 3) if times else None
+        def spread(times, digits=3):
+            return round((max(times) - min(times)) / 1000, digits) if times else None
         summary = dict(limit=limit, run=run, processes=n, exact=f"{exact} of {n}",
                        # The last process's first recording after the first's.
-                       began_spread=round((max(began) - min(began)) / 1000, 2) if began else None,
+                       began_spread=spread(first(), 2),
                        # The last process's first write sent after the first's, and the
                        # last first answer after the first.
                        first_write_spread=spread(first("first_write_ms")),

@@ -15,7 +15,7 @@ use kevents_sim::{SimConfig, Simulator};
 use serde_json::json;
 
 use crate::cluster::{
-    self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink,
+    self, Failure, FailureKind, Health, KubeTarget, Totals, WaitNotes, WatchedSink, round,
     validate_namespace, wait_idle,
 };
 use crate::verify::{self, Ledger, LedgerSink};
@@ -284,9 +284,9 @@ async fn run_once(
         "began_unix_ms": began_unix_ms,
         // The first write sent, in milliseconds after recording began (a fleet started
         // together sends its first writes this far apart: `throttled.py --fleet`).
-        "first_write_ms": health.first_request().map(|t| round_ms(t.saturating_duration_since(start))),
+        "first_write_ms": health.first_request().map(|t| round(t.saturating_duration_since(start).as_secs_f64() * 1000.0, 1)),
         // Its answer (or the first answer of any write), in milliseconds after recording began.
-        "first_answer_ms": health.first_answer().map(|t| round_ms(t.saturating_duration_since(start))),
+        "first_answer_ms": health.first_answer().map(|t| round(t.saturating_duration_since(start).as_secs_f64() * 1000.0, 1)),
         "requests_per_s": requests as f64 / seconds,
         "emit_seconds": emit_secs,
         "idle": idle,
@@ -334,11 +334,6 @@ fn sum_event_writes(text: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
         .sum()
-}
-
-/// Milliseconds, to a tenth.
-fn round_ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use kevents_sim::workload::Workload;
 use serde_json::json;
 use tokio::sync::Barrier;
 
-use crate::cluster::{self, Failure, FailureKind, Health, Totals, WatchedSink, is_idle};
+use crate::cluster::{self, Failure, FailureKind, Health, Totals, WatchedSink, is_idle, round};
 use crate::verify;
 
 /// The latency the simulator answers with by default: about what kube-apiserver 1.20 on
@@ -175,7 +175,6 @@ async fn run_once(
     let mut exact = 0usize;
     let (mut sum_count, mut expected_sum_count) = (0i64, 0i64);
     let mut throughputs = Vec::with_capacity(done.len());
-    let start = done.iter().map(|f| f.began).min();
     // Each pipeline's time from its own first recording, as each process's own in
     // `throttled.py --fleet`.
     let seconds = |f: &Finished| (f.ended - f.began).as_secs_f64();
@@ -225,18 +224,13 @@ async fn run_once(
     });
     let slowest = done.iter().map(seconds).fold(0.0, f64::max);
     let fastest = done.iter().map(seconds).fold(f64::INFINITY, f64::min);
-    // The last pipeline's first recording after the first's (they record one after another).
-    let began_spread = start.map_or(0.0, |s| {
-        done.iter()
-            .map(|f| (f.began - s).as_secs_f64())
-            .fold(0.0, f64::max)
-    });
-    // The last pipeline's first write sent after the first's (processes started together
-    // send their first writes tens of milliseconds apart on a busy machine).
-    let spread = |first: fn(&Finished) -> Option<Instant>| {
+    // The last pipeline's first recording, first write sent and first answer after the
+    // first's (processes started together send their first writes tens of milliseconds
+    // apart on a busy machine, and a loaded server answers them further apart).
+    let spread = |first: fn(&Finished) -> Option<Instant>, digits| {
         let firsts: Vec<Instant> = done.iter().filter_map(first).collect();
         match (firsts.iter().min(), firsts.iter().max()) {
-            (Some(a), Some(b)) => Some(round((*b - *a).as_secs_f64(), 3)),
+            (Some(a), Some(b)) => Some(round((*b - *a).as_secs_f64(), digits)),
             _ => None,
         }
     };
@@ -265,10 +259,9 @@ async fn run_once(
         "slowest_over_bound": ratio(slowest, bound),
         "fastest": round(fastest, 2),
         "fastest_over_slowest": ratio(fastest, slowest),
-        "began_spread": round(began_spread, 2),
-        "first_write_spread": spread(|f| f.first_write),
-        // The last pipeline's first answer after the first's.
-        "first_answer_spread": spread(|f| f.first_answer),
+        "began_spread": spread(|f| Some(f.began), 2).unwrap_or(0.0),
+        "first_write_spread": spread(|f| f.first_write, 3),
+        "first_answer_spread": spread(|f| f.first_answer, 3),
         // Finishing times at 0, 10, ..., 100 % of the pipelines.
         "finished_deciles": deciles(done.iter().map(seconds).collect()),
         "jain": jain(&throughputs).map(|j| round(j, 4)),
@@ -286,11 +279,6 @@ fn deciles(mut x: Vec<f64>) -> Vec<f64> {
     (0..=10)
         .map(|d| round(x[(d * (x.len() - 1) + 5) / 10], 1))
         .collect()
-}
-
-fn round(x: f64, digits: i32) -> f64 {
-    let m = 10f64.powi(digits);
-    (x * m).round() / m
 }
 
 /// Jain's fairness index, `(sum x)^2 / (n * sum x^2)`: 1 when every share is equal, `1/n`

@@ -58,6 +58,12 @@ pub fn secs(d: Duration) -> String {
     }
 }
 
+/// `x` rounded to `digits` decimals (the benches' JSON figures).
+pub fn round(x: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (x * m).round() / m
+}
+
 /// A failed list as the sink error it stands for: a page's own error as is; a list that
 /// broke its bounds (repeated continue token, too many pages, too large) as an unexpected
 /// answer, with its explanation.

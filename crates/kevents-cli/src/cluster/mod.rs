@@ -23,7 +23,7 @@ mod secrets;
 mod totals;
 mod wait;
 
-pub use describe::{describe, list_error, secs};
+pub use describe::{describe, list_error, round, secs};
 pub use exit::{Failure, FailureKind, exit_code, finish};
 pub use health::{Health, WatchedSink};
 pub use kubeconfig::{KubeTarget, cluster_config};
