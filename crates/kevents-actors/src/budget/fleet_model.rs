@@ -277,43 +277,79 @@ mod tests {
     }
 
     /// Fleets of 4, 8 and 16 budgets under `Server` 100/200 and 8 under a `User` limit of
-    /// 50/100, five seeds each: the median run within 1.15x the bound, every run within
-    /// 1.25x, the fastest member never done before 0.4 of the slowest's time, Jain's index
-    /// over the members' throughput at least 0.9, at most 4 % of the writes answered 429.
-    /// (The law before issue 34 — a decrease to the rate measured, a growth proportional
-    /// to the rate — kept each member's share from its start: 1.6x to 2.9x the bound.)
+    /// 50/100, five seeds each, started as kube-apiserver answers processes started
+    /// together (over 80 ms: `docs/benchmarks.md`, "The start, matched"): every run within
+    /// 1.25x the bound and the median within 1.15x, the fastest member not done before half
+    /// the slowest's time, Jain's index over the members' throughput at least 0.9, at most
+    /// 5 % of the writes answered 429. Started over 500 ms (the first one alone takes the
+    /// server's burst, a quarter of its writes, and the others' slow starts are offset) the
+    /// fastest is not done before 0.4 of the slowest's time. (The law before issue 34 — a
+    /// decrease to the rate measured, a growth proportional to the rate — kept each
+    /// member's share from its start: 1.6x to 2.9x the bound.)
     #[test]
     fn fleets_share_a_limit_fairly() {
-        for (name, f) in [
-            ("server 100/200 x4", fleet(4, 100.0, 200.0, 850)),
-            ("server 100/200 x8", fleet(8, 100.0, 200.0, 850)),
-            ("server 100/200 x16", fleet(16, 100.0, 200.0, 850)),
-            ("user 50/100 x8", fleet(8, 50.0, 100.0, 850)),
-        ] {
-            let mut over: Vec<f64> = Vec::new();
-            for seed in 1..=5 {
-                let o = run(f, seed);
-                report(name, f, &o);
-                let ratio = o.slowest() / o.bound;
-                assert!(ratio <= 1.25, "{name}: {ratio}");
-                assert!(o.fastest() / o.slowest() >= 0.4, "{name}: {o:?}");
-                assert!(o.jain(f.writes) >= 0.9, "{name}: {o:?}");
-                assert!(o.rejected_share() <= 0.04, "{name}: {o:?}");
-                over.push(ratio);
+        for (spread, fastest) in [(80, 0.5), (500, 0.4)] {
+            for (name, f) in [
+                ("server 100/200 x4", fleet(4, 100.0, 200.0, 850)),
+                ("server 100/200 x8", fleet(8, 100.0, 200.0, 850)),
+                ("server 100/200 x16", fleet(16, 100.0, 200.0, 850)),
+                ("user 50/100 x8", fleet(8, 50.0, 100.0, 850)),
+            ] {
+                let f = Fleet {
+                    spread: Duration::from_millis(spread),
+                    ..f
+                };
+                let name = format!("{name} over {spread} ms");
+                let mut over: Vec<f64> = Vec::new();
+                for seed in 1..=5 {
+                    let o = run(f, seed);
+                    report(&name, f, &o);
+                    let ratio = o.slowest() / o.bound;
+                    assert!(ratio <= 1.25, "{name}: {ratio}");
+                    assert!(o.fastest() / o.slowest() >= fastest, "{name}: {o:?}");
+                    assert!(o.jain(f.writes) >= 0.9, "{name}: {o:?}");
+                    assert!(o.rejected_share() <= 0.05, "{name}: {o:?}");
+                    over.push(ratio);
+                }
+                over.sort_by(f64::total_cmp);
+                assert!(over[2] <= 1.15, "{name}: median {over:?}");
             }
-            over.sort_by(f64::total_cmp);
-            assert!(over[2] <= 1.15, "{name}: median {over:?}");
         }
+    }
+
+    /// Eight budgets under `Server` 100/200 started over 80 ms, 200 seeds: the fastest done
+    /// before half the slowest's time in at most 2 % of them (1 of 200 when measured; with
+    /// the decrease of 0.6 and slow start cut by 0.6, 27 of 200), at most 3 % of the writes
+    /// refused in the median run.
+    #[test]
+    fn eight_rarely_share_unfairly() {
+        let f = Fleet {
+            spread: Duration::from_millis(80),
+            ..fleet(8, 100.0, 200.0, 850)
+        };
+        let runs: Vec<Outcome> = (1..=200).map(|seed| run(f, seed)).collect();
+        let unfair = runs
+            .iter()
+            .filter(|o| o.fastest() / o.slowest() < 0.5)
+            .count();
+        let mut refused: Vec<f64> = runs.iter().map(Outcome::rejected_share).collect();
+        refused.sort_by(f64::total_cmp);
+        eprintln!(
+            "8 x server 100/200 over 80 ms: {unfair} of 200 seeds with the fastest before half the slowest's time, 429 median {:.2} %",
+            100.0 * refused[100]
+        );
+        assert!(unfair <= 4, "{unfair} of 200");
+        assert!(refused[100] <= 0.03, "{}", refused[100]);
     }
 
     /// A thousand budgets sharing `Server` 1 000/2 000, 300 writes each (a write a second
     /// each: `kevents bench fleet --pipelines 1000 --occurrences 300`'s shape), started over
     /// 500 ms and all at once: within 1.1x the bound, Jain's index at least 0.95; the 429s
-    /// are the law's price at that share (about 0.05 / 0.4 = 12 %, plus the descent, about
-    /// 9 a member): at most 20 %. (Before slow start, when the first 429 multiplied the rate
-    /// by 0.6 and the next ones by 0.36 until one was accepted, those started at once
-    /// shared it as a lottery: Jain's index 0.29, the fastest done in a fiftieth of the
-    /// slowest's time.)
+    /// are the law's price at that share (a 429 takes 0.2 of a write a second off, and 0.05
+    /// a write adds it back in 4 writes: about a write in five, 20-22 % measured): at most
+    /// 25 %. (Before slow start, when the first 429 multiplied the rate by 0.6 and the next
+    /// ones by 0.36 until one was accepted, those started at once shared it as a lottery:
+    /// Jain's index 0.29, the fastest done in a fiftieth of the slowest's time.)
     #[test]
     fn a_thousand_members_share_a_limit() {
         for spread in [500, 0] {
@@ -325,7 +361,7 @@ mod tests {
             report(&format!("server 1000/2000 x1000 over {spread} ms"), f, &o);
             assert!(o.slowest() / o.bound <= 1.1, "{}", o.slowest() / o.bound);
             assert!(o.jain(f.writes) >= 0.95, "{}", o.jain(f.writes));
-            assert!(o.rejected_share() <= 0.2, "{}", o.rejected_share());
+            assert!(o.rejected_share() <= 0.25, "{}", o.rejected_share());
         }
     }
 

@@ -122,9 +122,10 @@ struct Inner {
 ///   attempt, retries included). A write that finds no token waits (counted
 ///   `deferred_rate`) and keeps absorbing newer results for its event.
 /// * **Adaptive** (the default): the first 429 takes the rate to one write a second, which
-///   doubles every 250 ms until the next 429 (slow start); from then on a 429 multiplies
-///   the rate by 0.6 (once per round trip) and halves the writes in flight; every accepted
-///   write adds 0.05 writes/s to the rate
+///   doubles every 250 ms until the next 429 (slow start), which sets it to the rate slow
+///   start's writes were accepted at; from then on a 429 multiplies the rate by 0.8 (once
+///   per round trip) and halves the writes in flight; every accepted write adds 0.05
+///   writes/s to the rate
 ///   and the writes in flight grow by one per round, up to `qps` (AIMD, so budgets of
 ///   several processes sharing a limit converge to equal shares; the constants and why
 ///   are in `budget/throttle.rs` and `docs/semantics.md`). The writes in flight start at
