@@ -279,7 +279,7 @@ mod tests {
     /// Fleets of 4, 8 and 16 budgets under `Server` 100/200 and 8 under a `User` limit of
     /// 50/100, five seeds each, started as kube-apiserver answers processes started
     /// together (over 80 ms: `docs/benchmarks.md`, "The start, matched"): every run within
-    /// 1.25x the bound and the median within 1.15x, the fastest member not done before half
+    /// 1.25x the bound and the median within 1.2x, the fastest member not done before half
     /// the slowest's time, Jain's index over the members' throughput at least 0.9, at most
     /// 5 % of the writes answered 429. Started over 500 ms (the first one alone takes the
     /// server's burst, a quarter of its writes, and the others' slow starts are offset) the
@@ -312,15 +312,15 @@ mod tests {
                     over.push(ratio);
                 }
                 over.sort_by(f64::total_cmp);
-                assert!(over[2] <= 1.15, "{name}: median {over:?}");
+                assert!(over[2] <= 1.2, "{name}: median {over:?}");
             }
         }
     }
 
     /// Eight budgets under `Server` 100/200 started over 80 ms, 200 seeds: the fastest done
-    /// before half the slowest's time in at most 2 % of them (1 of 200 when measured; with
-    /// the decrease of 0.6 and slow start cut by 0.6, 27 of 200), at most 3 % of the writes
-    /// refused in the median run.
+    /// before half the slowest's time in at most 2 % of them (1 of 200 when measured; 27 of
+    /// 200 with the law before: slow start cut by 0.6, a decrease of 0.6, the probe after
+    /// 8 s), at most 3 % of the writes refused in the median run (2.35 %; 2.23 % before).
     #[test]
     fn eight_rarely_share_unfairly() {
         let f = Fleet {
@@ -367,7 +367,7 @@ mod tests {
 
     /// The price of a small share (docs/semantics.md, "How the budget adapts"): a step of
     /// 0.008 writes/s per write instead of 0.05, and a probe that waits for 50 accepted
-    /// writes as well as 8 s (else the probe, not the step, sets how often a budget at a
+    /// writes as well as 12 s (else the probe, not the step, sets how often a budget at a
     /// write a second meets a 429), refuse far fewer writes of a thousand members at a
     /// write a second each, but their shares converge so much more slowly that they are
     /// far less fair and the slowest takes far longer than the bound.
@@ -398,7 +398,7 @@ mod tests {
         );
         assert!(small.0 < 0.6 * now.0, "{small:?} against {now:?}");
         assert!(small.1 < now.1 - 0.1, "{small:?} against {now:?}");
-        assert!(small.2 > now.2 + 0.15, "{small:?} against {now:?}");
+        assert!(small.2 > now.2 + 0.1, "{small:?} against {now:?}");
     }
 
     /// One budget alone under `Namespace` 50/100: within 1.1x the bound, at most 3 % 429s.
