@@ -346,7 +346,7 @@ mod tests {
     /// each: `kevents bench fleet --pipelines 1000 --occurrences 300`'s shape), started over
     /// 500 ms and all at once: within 1.1x the bound, Jain's index at least 0.95; the 429s
     /// are the law's price at that share (a 429 takes 0.2 of a write a second off, and 0.05
-    /// a write adds it back in 4 writes: about a write in five, 20-22 % measured): at most
+    /// a write adds it back in 4 writes: about a write in five, 17-20 % measured): at most
     /// 25 %. (Before slow start, when the first 429 multiplied the rate by 0.6 and the next
     /// ones by 0.36 until one was accepted, those started at once shared it as a lottery:
     /// Jain's index 0.29, the fastest done in a fiftieth of the slowest's time.)

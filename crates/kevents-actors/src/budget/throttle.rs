@@ -24,12 +24,12 @@
 //!   limit two doublings or more (the server's bucket refills while the members start
 //!   slowly), and the 429s that brought the rates down from four times the limit fell on
 //!   members at random (the model's 8 x `Server` 100/200, one seed, 3 s in: 2.6 to 33
-//!   writes/s each after the cut by 0.6, 7.7 to 16 after the exit at the accepted rate). A
-//!   server alone with its
-//!   limit costs about a second of it (1/s to 64/s in 1.5 s); a thousand members started
-//!   together each find their share within a few seconds (cutting 200/s down by 0.6 and
-//!   0.36 a 429 at a time was a lottery: Jain's index 0.29 in `fleet_model.rs`, 0.48 in
-//!   `kevents bench fleet`). Back at the configured rate, the next 429 starts over.
+//!   writes/s each after the cut by 0.6, 7.7 to 16 after the exit at the accepted rate).
+//!   A server alone with its limit costs about a second of it (1/s to 64/s in 1.5 s); a
+//!   thousand members started together each find their share within a few seconds
+//!   (cutting 200/s down by 0.6 and 0.36 a 429 at a time was a lottery: Jain's index 0.29
+//!   in `fleet_model.rs`, 0.48 in `kevents bench fleet`). Back at the configured rate, the
+//!   next 429 starts over.
 //! * A 429 in the current epoch afterwards multiplies the rate by 0.8.
 //! * Every accepted write adds 0.05 writes/s, whatever the rate. Two budgets sharing a
 //!   limit gain the same per write, while the faster one meets more 429s (a server refuses
@@ -496,9 +496,10 @@ mod tests {
 
     /// The first 429 takes the rate to one write a second, and slow start doubles it every
     /// 250 ms; a 429 then cuts it by 0.36 when nothing of its epoch was accepted (slow start
-    /// again from there), by 0.6 otherwise, and the law is additive from then on: 0.05
-    /// writes/s more per accepted write, whatever the rate, the growth doubling every second
-    /// past 12 s without a 429. Back at the configured rate, it starts over.
+    /// again from there), or else ends slow start at the rate its writes were accepted at;
+    /// from then on a 429 multiplies it by 0.8 and the law is additive: 0.05 writes/s more
+    /// per accepted write, whatever the rate, the growth doubling every second past 12 s
+    /// without a 429. Back at the configured rate, it starts over.
     #[test]
     fn slow_start_then_multiplicative_decrease_additive_increase() {
         let base = Instant::now();
