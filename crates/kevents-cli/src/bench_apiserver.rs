@@ -270,6 +270,9 @@ async fn run_once(
     };
     let requests = t.requests();
     let lost = report.stats.dropped_total() - t.sinks(|k| k.spam_filtered);
+    // Milliseconds after recording began, to a tenth.
+    let ms_after_start =
+        |t: Instant| round(t.saturating_duration_since(start).as_secs_f64() * 1000.0, 1);
     Ok(json!({
         "workload": w.name,
         "server": server,
@@ -284,9 +287,9 @@ async fn run_once(
         "began_unix_ms": began_unix_ms,
         // The first write sent, in milliseconds after recording began (a fleet started
         // together sends its first writes this far apart: `throttled.py --fleet`).
-        "first_write_ms": health.first_request().map(|t| round(t.saturating_duration_since(start).as_secs_f64() * 1000.0, 1)),
+        "first_write_ms": health.first_request().map(ms_after_start),
         // Its answer (or the first answer of any write), in milliseconds after recording began.
-        "first_answer_ms": health.first_answer().map(|t| round(t.saturating_duration_since(start).as_secs_f64() * 1000.0, 1)),
+        "first_answer_ms": health.first_answer().map(ms_after_start),
         "requests_per_s": requests as f64 / seconds,
         "emit_seconds": emit_secs,
         "idle": idle,
