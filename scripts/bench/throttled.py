@@ -25,6 +25,10 @@ against the slowest:
 waits for a line on its standard input: `kevents bench apiserver --start-on-input`), as
 `kevents bench fleet` starts its pipelines; without it they begin as they come up (0.4-1.1 s
 apart with 8 processes).
+
+--share-law makes the fleet's processes share their write law through one Lease,
+`default/kevents-fleet` (`kevents bench apiserver --fleet-lease default/kevents-fleet`:
+`WriteBudget::join_fleet` linked by `FleetLease`); without it each adapts alone.
 """
 
 import argparse
@@ -165,8 +169,9 @@ def fleet(args, limits, n, run):
             kubectl(kc, "create", "namespace", f"fleet-{i}")
         w0, t0 = apiserver_writes(kc)
         together = ["--start-on-input"] if args.together else []
+        shared = ["--fleet-lease", "default/kevents-fleet"] if args.share_law else []
         procs = [subprocess.Popen([args.kevents, "bench", "apiserver", "--kubeconfig", kc,
-                                   "--namespace", f"fleet-{i}"] + together,
+                                   "--namespace", f"fleet-{i}"] + together + shared,
                                   stdin=subprocess.PIPE if together else subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(n)]
@@ -217,6 +222,7 @@ def fleet(args, limits, n, run):
         def spread(times, digits=3):
             return round((max(times) - min(times)) / 1000, digits) if times else None
         summary = dict(limit=limit, run=run, processes=n, exact=f"{exact} of {n}",
+                       share_law=bool(args.share_law),
                        # The last process's first recording after the first's.
                        began_spread=spread(first(), 2),
                        # The last process's first write sent after the first's, and the
@@ -246,6 +252,8 @@ def main():
     ap.add_argument("--fleet", type=int, default=0)
     ap.add_argument("--together", action="store_true",
                     help="with --fleet: every process starts recording at once")
+    ap.add_argument("--share-law", action="store_true",
+                    help="with --fleet: the processes share their write law through one Lease")
     args = ap.parse_args()
     if args.fleet:
         for run in range(args.runs):

@@ -90,7 +90,8 @@ mod pipeline;
 
 pub use broadcaster::WatcherId;
 pub use budget::{
-    BreakerOptions, BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS, WriteBudget,
+    BreakerOptions, BudgetMember, BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS,
+    WriteBudget,
 };
 pub use clock::TokioClock;
 pub use core_v1::{SinkFactory, SinkOptions, TAIL_CHECK};

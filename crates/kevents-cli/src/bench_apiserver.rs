@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use kevents_actors::{Emit, Pipeline, RetryPolicy, SinkOptions};
+use kevents_actors::{BudgetOptions, Emit, Pipeline, RetryPolicy, SinkOptions, WriteBudget};
 use kevents_core::{Clock as _, EventSource, EventType, SystemClock};
+use kevents_http::lease::FleetLease;
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_sim::workload::Workload;
 use kevents_sim::{SimConfig, Simulator};
@@ -52,6 +53,21 @@ pub struct ApiserverArgs {
     /// input (or its end): processes of a fleet started by one script then begin together.
     #[arg(long)]
     pub start_on_input: bool,
+    /// `NAMESPACE/NAME` of a coordination.k8s.io Lease through which the processes of a
+    /// fleet share their write law (`WriteBudget::join_fleet`, linked by `FleetLease`); the
+    /// identity needs get, list, watch, create and update on it. Without it the budget
+    /// adapts alone.
+    #[arg(long, value_parser = parse_fleet_lease)]
+    pub fleet_lease: Option<(String, String)>,
+}
+
+/// `NAMESPACE/NAME`, both checked as a Lease's.
+fn parse_fleet_lease(s: &str) -> Result<(String, String), String> {
+    let (ns, name) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not NAMESPACE/NAME"))?;
+    FleetLease::new(ns, name, "check").map_err(|e| e.to_string())?;
+    Ok((ns.to_owned(), name.to_owned()))
 }
 
 /// Runs the benchmark and prints one JSON object per run. The namespace is checked and the
@@ -169,8 +185,22 @@ async fn run_once(
         options.correlator.clone(),
         options.defer_spam_tails,
     );
-    // The library's defaults: coalesce-if-full queues, coalescing writes, the write budget.
-    let pipeline = Pipeline::builder(EventSource::new("bench", "node"))
+    // The library's defaults: coalesce-if-full queues, coalescing writes, the write budget
+    // (the builder's own, or the same in a fleet's Lease).
+    let mut builder = Pipeline::builder(EventSource::new("bench", "node"));
+    let link = match &args.fleet_lease {
+        Some((ns, name)) => {
+            let budget = WriteBudget::new("default", BudgetOptions::default());
+            let identity = format!("{}-{}", args.namespace, std::process::id());
+            let link = FleetLease::new(ns.as_str(), name.as_str(), identity)
+                .map_err(|e| Failure::new(FailureKind::Config, e))?
+                .spawn(sink.clone(), budget.join_fleet());
+            builder = builder.write_budget(budget);
+            Some(link)
+        }
+        None => None,
+    };
+    let pipeline = builder
         .sink(
             "apiserver",
             WatchedSink::new(
@@ -231,6 +261,11 @@ async fn run_once(
     // The final state is on the server once the shutdown has written what it holds
     // (deferred spam tails, the latest counts).
     let final_seconds = start.elapsed().as_secs_f64();
+    if let Some(link) = link
+        && let Err(e) = link.stop().await
+    {
+        eprintln!("kevents bench apiserver: the fleet's Lease link: {e}");
+    }
     let t = Totals::of([&report.stats]);
     let stored = sink
         .requests()
@@ -313,6 +348,8 @@ async fn run_once(
         "accounting_ok": t.check(w.n as u64).is_ok(),
         // 429 answers, and the write budget's rate when the run ended.
         "throttled": report.stats.budgets.iter().map(|b| b.throttled).sum::<u64>(),
+        "fleet_laws_proposed": report.stats.budgets.iter().map(|b| b.fleet_laws_proposed).sum::<u64>(),
+        "fleet_laws_adopted": report.stats.budgets.iter().map(|b| b.fleet_laws_adopted).sum::<u64>(),
         "budget_rate": report.stats.budgets.first().map(|b| b.rate),
     }))
 }

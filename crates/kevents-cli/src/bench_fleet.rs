@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kevents_actors::{Pipeline, SinkOptions};
+use kevents_actors::{BudgetOptions, Pipeline, SinkOptions, WriteBudget};
 use kevents_core::{Clock as _, EventSource, EventType, SystemClock};
 use kevents_sim::MemoryApiServer;
+use kevents_sim::fleet_lease::MemoryLease;
 use kevents_sim::rate_limit::{EventRateLimits, RateLimit};
 use kevents_sim::workload::Workload;
 use serde_json::json;
@@ -67,6 +68,11 @@ pub struct FleetArgs {
     /// Runs (one `FLEET` line each).
     #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::fleet_runs)]
     pub runs: usize,
+    /// The pipelines' budgets share their law through one Lease (in memory here, each
+    /// leg after the latency: `WriteBudget::join_fleet`, as `kevents bench apiserver
+    /// --fleet-lease` does on a real apiserver).
+    #[arg(long)]
+    pub share_law: bool,
 }
 
 fn parse_limit(s: &str) -> Result<RateLimit, String> {
@@ -148,6 +154,9 @@ async fn run_once(
             api.throttled()
         }
     });
+    let lease = args
+        .share_law
+        .then(|| MemoryLease::new(Duration::from_millis(args.latency_ms)));
     let mut tasks = Vec::with_capacity(args.pipelines);
     for i in 0..args.pipelines {
         let stagger =
@@ -158,6 +167,7 @@ async fn run_once(
             args.occurrences,
             ready.clone(),
             stagger,
+            lease.clone(),
         )));
     }
     let mut done = Vec::with_capacity(tasks.len());
@@ -267,6 +277,9 @@ async fn run_once(
         "jain": jain(&throughputs).map(|j| round(j, 4)),
         "requests": done.iter().map(|f| f.requests).sum::<u64>(),
         "pipelines_throttled": done.iter().map(|f| f.throttled).sum::<u64>(),
+        "share_law": args.share_law,
+        "lease_writes": lease.as_ref().map(MemoryLease::writes),
+        "lease_refused": lease.as_ref().map(MemoryLease::refused),
     }))
 }
 
@@ -297,6 +310,7 @@ async fn pipeline(
     occurrences: usize,
     ready: Arc<Barrier>,
     stagger: Duration,
+    lease: Option<MemoryLease>,
 ) -> anyhow::Result<Finished> {
     let w = Workload::API;
     let occs: Vec<_> = (0..occurrences.min(w.n))
@@ -316,7 +330,15 @@ async fn pipeline(
         options.defer_spam_tails,
     );
     let health = Arc::new(Health::default());
-    let pipeline = Pipeline::builder(source)
+    let mut builder = Pipeline::builder(source);
+    // A process's own budget (as the builder's default), in the fleet's Lease if shared.
+    let mut link = None;
+    if let Some(lease) = &lease {
+        let budget = WriteBudget::new("default", BudgetOptions::default());
+        link = Some(lease.spawn(budget.join_fleet()));
+        builder = builder.write_budget(budget);
+    }
+    let pipeline = builder
         .sink(
             "apiserver",
             WatchedSink::new(api, Arc::clone(&health)),
@@ -346,6 +368,9 @@ async fn pipeline(
         )
         .await;
     let ended = Instant::now();
+    if let Some(link) = link {
+        link.abort();
+    }
     let t = Totals::of([&report.stats]);
     Ok(Finished {
         namespace,

@@ -1,7 +1,8 @@
 //! Exact counts against a hardened, throttling kube-apiserver (v1.20.2, or v1.36 with
 //! `KEVENTS_K8S_VERSION=1.36`): the `EventRateLimit`
 //! admission plugin (as the CIS Kubernetes benchmark asks) with each kind of limit, the demo
-//! and workload `api` under it, four processes sharing one `Server` limit, and a user whose
+//! and workload `api` under it, four processes sharing one `Server` limit (adapting alone,
+//! and sharing their write law through a Lease), and a user whose
 //! API Priority and Fairness level has one seat. Every run
 //! reads the events back and checks every stored count against what was written and what
 //! client-go's serial path stores (the commands fail on a mismatch); nothing is lost.
@@ -255,5 +256,49 @@ kevents_testkit::real_apiserver_tests! {
             throttled += checked(&out)["throttled"].as_u64().unwrap_or(0);
         }
         assert!(throttled > 0, "the shared limit was reached");
+    }
+
+    /// The same four sharing their write law through one Lease (`--fleet-lease`): all end
+    /// exact; the Lease holds the fleet's law (its annotation, a decrease or more past the
+    /// first 429), written by the processes and followed by the others.
+    #[test]
+    fn four_processes_sharing_their_law_through_a_lease_all_end_exact() {
+        let server = start(&[("Server", 100, 200)]);
+        let children: Vec<_> = (0..4)
+            .map(|i| {
+                let ns = format!("shared-{i}");
+                server.create_namespace(&ns).expect("kubectl create namespace");
+                bench(&server.admin_kubeconfig, &ns)
+                    .args(["--fleet-lease", "default/kevents-fleet"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("starting kevents bench apiserver")
+            })
+            .collect();
+        let (mut throttled, mut proposed, mut adopted) = (0, 0, 0);
+        for child in children {
+            let out = child.wait_with_output().expect("waiting for kevents");
+            let r = checked(&out);
+            throttled += r["throttled"].as_u64().unwrap_or(0);
+            proposed += r["fleet_laws_proposed"].as_u64().unwrap_or(0);
+            adopted += r["fleet_laws_adopted"].as_u64().unwrap_or(0);
+        }
+        assert!(throttled > 0, "the shared limit was reached");
+        assert!(proposed > 0, "laws decided after 429s");
+        assert!(adopted >= 3, "the others followed them: {adopted}");
+        let lease = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.admin_kubeconfig)
+            .args(["get", "lease", "-n", "default", "kevents-fleet", "-o", "json"])
+            .output()
+            .expect("kubectl get lease");
+        assert!(lease.status.success(), "{}", text(&lease));
+        let lease: serde_json::Value = serde_json::from_slice(&lease.stdout).expect("JSON");
+        let law = lease["metadata"]["annotations"]["kevents.io/fleet-law"]
+            .as_str()
+            .expect("the law's annotation");
+        let law = kevents_core::fleet::FleetLaw::from_annotation(law).expect("a valid law");
+        assert!(law.epoch >= 2, "{law:?}");
     }
 }

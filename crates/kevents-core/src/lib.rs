@@ -53,6 +53,7 @@
 pub mod answer;
 pub mod core_v1;
 pub mod events_v1;
+pub mod fleet;
 pub mod http_date;
 pub mod json;
 pub mod meta;

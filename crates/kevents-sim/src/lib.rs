@@ -58,6 +58,7 @@ mod access_review;
 mod config;
 mod error;
 mod faults;
+pub mod fleet_lease;
 pub mod flow_control;
 mod handle;
 pub mod memory;

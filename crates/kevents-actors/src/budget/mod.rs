@@ -10,6 +10,7 @@
 //! events keep replacing them (coalescing): a throttled pipeline sends fewer, fresher writes.
 
 mod circuit;
+mod fleet;
 #[cfg(test)]
 mod fleet_model;
 mod limit;
@@ -21,13 +22,15 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use kevents_core::fleet::FleetLaw;
 use tokio::time::Instant;
 
 use crate::stats::BudgetSnapshot;
 use crate::telemetry::{BudgetCounters, Deferral};
 use circuit::{AfterFailure, Breaker, Gate};
+pub use fleet::BudgetMember;
 pub(crate) use limit::{Limit, Scoped, WriteScope, object_hash};
 pub use options::{BreakerOptions, BudgetOptions, DEFAULT_BUDGET_BURST, DEFAULT_BUDGET_QPS};
 pub(crate) use permit::{Admit, Health, Permit};
@@ -82,6 +85,8 @@ struct State {
     /// At most one info line per [`PAUSE_LOG_EVERY`] about 429 pauses.
     pause_log: PauseLog,
     breaker: Breaker,
+    /// The fleet it shares its law with, once it joined one.
+    fleet: Option<fleet::Joined>,
 }
 
 impl State {
@@ -116,7 +121,8 @@ struct Inner {
 /// [`PipelineBuilder::write_budget`](crate::PipelineBuilder::write_budget)). Without one, each
 /// pipeline builder makes one with [`BudgetOptions::default`], named `default`, shared by
 /// its chains. Several processes writing to one apiserver each adapt on their own and
-/// share its limit.
+/// share its limit, or send at one rate when their budgets share their law
+/// ([`WriteBudget::join_fleet`]: fair by construction, and few 429s at small shares).
 ///
 /// * **Rate**: a token bucket of `qps` requests per second and `burst` at once (one token per
 ///   attempt, retries included). A write that finds no token waits (counted
@@ -216,6 +222,7 @@ impl WriteBudget {
                 in_flight_limit,
                 pause_log: PauseLog::default(),
                 breaker: Breaker::new(),
+                fleet: None,
             }),
             options,
             in_flight: AtomicU32::new(0),
@@ -245,6 +252,73 @@ impl WriteBudget {
 
     pub(crate) fn counters(&self) -> &BudgetCounters {
         &self.0.counters
+    }
+
+    /// Makes this budget a member of a fleet that shares its write law (processes, or
+    /// pipelines, writing to one apiserver under one limit): from now on, past the first
+    /// 429, it sends at the rate the fleet's law gives, a function of time that every
+    /// member computes alike; a 429 that meets it in the current epoch makes it decide the
+    /// next epoch's law (a decrease, or the end of slow start), which the returned member
+    /// hands to the fleet's link to write for the others; the others' laws, read by the
+    /// link, it follows. Its rate stays within its `qps`. Only the `User`, `Server` and
+    /// unnamed (API Priority and Fairness) limits' 429s are shared: a `Namespace` or
+    /// `SourceAndObject` one stays this budget's own. A pinned budget (not `adaptive`)
+    /// keeps its rate and decides nothing. Joining again gives a new member; the earlier
+    /// one sees no more proposals.
+    ///
+    /// ```
+    /// use kevents_actors::{BudgetOptions, WriteBudget};
+    /// use kevents_core::fleet::{FleetLaw, FleetMember, FleetPhase};
+    ///
+    /// let budget = WriteBudget::new("apiserver", BudgetOptions::default());
+    /// let member = budget.join_fleet();
+    /// // Another member decided an adapted law of 20 writes a second, just now.
+    /// let now = std::time::SystemTime::now();
+    /// member.adopt(&FleetLaw {
+    ///     epoch: 3,
+    ///     phase: FleetPhase::Adapted,
+    ///     from: 20.0,
+    ///     since_micros: FleetLaw::micros_of(now),
+    /// });
+    /// assert!((budget.snapshot().rate - 20.0).abs() < 0.1);
+    /// assert_eq!(budget.snapshot().fleet_laws_adopted, 1);
+    /// ```
+    pub fn join_fleet(&self) -> BudgetMember {
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        let mut st = lock(&self.0.state);
+        if self.0.options.adaptive && self.0.enabled {
+            st.all = st.all.clone().in_fleet(Instant::now());
+        }
+        st.fleet = Some(fleet::Joined {
+            proposals: tx,
+            law: None,
+        });
+        drop(st);
+        BudgetMember::new(self, rx)
+    }
+
+    /// Follows `law` (a fleet's, from its link) if it is newer than the one followed.
+    fn adopt(&self, law: &FleetLaw) {
+        if !self.0.enabled || !self.0.options.adaptive {
+            return;
+        }
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let mut st = lock(&self.0.state);
+        let st = &mut *st;
+        let Some(joined) = st.fleet.as_mut() else {
+            return;
+        };
+        let epoch = st.all.epoch();
+        let newer = law.epoch > epoch || (law.epoch == epoch && joined.law != Some(*law));
+        if !newer {
+            return;
+        }
+        st.all.adopt(&fleet::to_local_law(law, now, wall), now);
+        joined.law = Some(*law);
+        self.0.counters.fleet_law(false);
+        self.0.counters.rate(st.all.rate(), st.in_flight_limit);
+        tracing::debug!(budget = %self.name(), epoch = law.epoch, rate = st.all.rate(),
+            "following the fleet's write law");
     }
 
     fn permit(&self, probe: bool, epoch: u64, namespace_epoch: Option<u64>) -> Permit {
@@ -387,6 +461,17 @@ impl WriteBudget {
         }
     }
 
+    /// Hands the law this budget just decided to its fleet, if it joined one.
+    fn propose(&self, st: &mut State, now: Instant) {
+        let (Some(joined), Some(law)) = (st.fleet.as_mut(), st.all.law()) else {
+            return;
+        };
+        let law = fleet::to_shared_law(&law, now, SystemTime::now());
+        joined.law = Some(law);
+        joined.proposals.send_replace(Some(law));
+        self.0.counters.fleet_law(true);
+    }
+
     /// A 429: lowers and pauses what its limit covers.
     fn throttled(
         &self,
@@ -459,6 +544,7 @@ impl WriteBudget {
                     // Half the writes in flight now (this one's included), at least one.
                     let in_flight = f64::from(self.0.in_flight.load(Ordering::Relaxed));
                     st.in_flight_limit = (in_flight * 0.5).max(1.0);
+                    self.propose(st, now);
                 }
                 pause
             }
@@ -830,5 +916,61 @@ mod tests {
         tokio::time::advance(Duration::from_secs(2)).await;
         drop(go(&b, obj));
         drop(go(&b, obj));
+    }
+
+    /// A budget in a fleet: a 429 of the whole budget hands the law it moves to to the
+    /// member (the latest only), a `Namespace` one does not; the member's `adopt` makes it
+    /// follow another's newer law and ignores an older one; the counters say both.
+    #[tokio::test(start_paused = true)]
+    async fn a_budget_in_a_fleet_proposes_and_adopts_laws() {
+        use kevents_core::fleet::{FleetLaw, FleetMember, FleetPhase};
+        let b = WriteBudget::new("t", BudgetOptions::default());
+        let mut member = b.join_fleet();
+        let p = go(&b, NS);
+        b.report(p, Health::Throttled(None, Limit::Everything), NS);
+        let law = tokio::time::timeout(Duration::from_secs(1), member.proposal())
+            .await
+            .expect("a proposal")
+            .expect("the budget lives");
+        // Joined, it was in slow start from one write a second; the 429 came within its
+        // first doubling with nothing accepted: slow start again from 0.36 of it.
+        assert_eq!((law.epoch, law.phase), (1, FleetPhase::SlowStart));
+        assert!((law.from - 0.36).abs() < 0.01, "{law:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = go(&b, OBJ);
+        b.report(p, Health::Throttled(None, Limit::Namespace), OBJ);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), member.proposal())
+                .await
+                .is_err(),
+            "a namespace's 429 stays the budget's own"
+        );
+        let since = FleetLaw::micros_of(SystemTime::now());
+        let newer = FleetLaw {
+            epoch: 5,
+            phase: FleetPhase::Adapted,
+            from: 30.0,
+            since_micros: since,
+        };
+        member.adopt(&newer);
+        assert!(
+            (b.snapshot().rate - 30.0).abs() < 0.01,
+            "{}",
+            b.snapshot().rate
+        );
+        member.adopt(&FleetLaw {
+            epoch: 4,
+            from: 3.0,
+            ..newer
+        });
+        member.adopt(&newer);
+        assert!(
+            (b.snapshot().rate - 30.0).abs() < 0.01,
+            "older and same ignored"
+        );
+        let s = b.snapshot();
+        assert_eq!((s.fleet_laws_proposed, s.fleet_laws_adopted), (1, 1));
+        drop(b);
+        assert_eq!(member.proposal().await, None, "the budget is gone");
     }
 }

@@ -55,6 +55,16 @@
 //! * The bucket's burst is 100 ms of the rate while it is below the configured one (the
 //!   configured burst once it is back), and a decrease empties it: after a 429 the next
 //!   write waits one token.
+//! * **In a fleet that shares its law** ([`Throttle::in_fleet`], `fleet.rs`) the law of an
+//!   epoch ([`Law`]) is what every member follows: the member that meets a 429 decides
+//!   the next one by the rules above and the others [`adopt`](Throttle::adopt) it. So it
+//!   must be a function of time alone: adapted, the rate grows by 5 % of the epoch's
+//!   start rate a second (the growth doubling every second past 12 s), not per accepted
+//!   write. A member sees only its own part of the fleet's writes: in slow start, a 429
+//!   with nothing of its own accepted restarts slow start only within the first doubling
+//!   (the server's bucket still empty from the epoch before); later, with fewer than 4 of
+//!   its own accepted, slow start ends at half the rate reached. Adopting a law empties
+//!   the bucket, as a decrease does.
 //!
 //! **What was tried first** (issue 23): a decrease to 95 % of the rate the server was
 //! measured to accept, and a growth of 0.1 % of the rate per accepted write. Alone against
@@ -95,6 +105,27 @@ const PROBE_AFTER_SECS: f64 = 12.0;
 const PROBE_DOUBLING_SECS: f64 = 1.0;
 /// The burst while adapted: this long at the current rate (at least one write).
 const ADAPTED_BURST: f64 = 0.1;
+/// In a fleet sharing its law (see [`Law`]), the rate grows in time from the epoch's
+/// start, by this part of it a second (the growth doubling every [`PROBE_DOUBLING_SECS`]
+/// past [`PROBE_AFTER_SECS`]): from a decrease by [`DECREASE`] back in 5 s.
+const FLEET_GROWTH: f64 = 0.05;
+/// A fleet's member ends slow start at the rate its own writes were accepted at when it
+/// has at least this many of them...
+const FLEET_EXIT_SAMPLE: u64 = 4;
+/// ...else at this part of the rate reached (two doublings back: the server's burst lets
+/// a fleet's slow start overshoot its limit by more than one).
+const FLEET_EXIT_UNSAMPLED: f64 = 0.25;
+
+/// The law a budget follows in one epoch, all a fleet's members need to send at the same
+/// rate: in slow start, doubling from `from` at `since`; adapted, growing from `from` at
+/// `since` by [`FLEET_GROWTH`] of it a second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Law {
+    pub epoch: u64,
+    pub slow_start: bool,
+    pub from: f64,
+    pub since: Instant,
+}
 
 /// The seconds of `d` as a float.
 fn secs(d: Duration) -> f64 {
@@ -140,6 +171,10 @@ pub(crate) struct Throttle {
     /// [`PROBE_AFTER_SECS`] (none): others only in the model's comparisons of laws.
     step: f64,
     probe_after_writes: u64,
+    /// A member of a fleet sharing its law: adapted, the rate grows in time from
+    /// `adapted_from` (the epoch's start rate), not per accepted write.
+    fleet: bool,
+    adapted_from: f64,
 }
 
 impl Throttle {
@@ -169,7 +204,70 @@ impl Throttle {
             phase: Phase::Configured,
             step: STEP,
             probe_after_writes: 0,
+            fleet: false,
+            adapted_from: 0.0,
         }
+    }
+
+    /// The same bucket as a member of a fleet sharing its law ([`Law`]), from `now`: an
+    /// adaptive one at its configured rate starts slow start (one write a second, doubling
+    /// every 250 ms): it does not know where the fleet is, and members started together
+    /// at their configured rates send each one's window into the server's bucket at once.
+    pub(crate) fn in_fleet(mut self, now: Instant) -> Self {
+        self.fleet = true;
+        if self.adaptive && self.phase == Phase::Configured {
+            self.refill(now);
+            self.phase = Phase::SlowStart {
+                since: now,
+                from: SLOW_START_RATE,
+            };
+            self.set_rate(SLOW_START_RATE);
+            self.tokens = self.tokens.min(self.burst);
+        }
+        self
+    }
+
+    /// The law of the current epoch; `None` at the configured rate (nothing to share).
+    pub(crate) fn law(&self) -> Option<Law> {
+        let (slow_start, from, since) = match self.phase {
+            Phase::Configured => return None,
+            Phase::SlowStart { since, from } => (true, from, since),
+            Phase::Adapted => (false, self.adapted_from, self.epoch_start),
+        };
+        Some(Law {
+            epoch: self.epoch,
+            slow_start,
+            from,
+            since,
+        })
+    }
+
+    /// Follows `law` (a fleet's, decided by another member) from `now`: its epoch, and the
+    /// rate it gives now. A pinned bucket keeps its rate.
+    pub(crate) fn adopt(&mut self, law: &Law, now: Instant) {
+        if !self.adaptive || !law.from.is_finite() || law.from <= 0.0 {
+            return;
+        }
+        // The tokens so far at the rate so far.
+        self.refill(now);
+        self.epoch = law.epoch;
+        self.epoch_start = law.since;
+        self.accepted = 0;
+        self.adapted_from = law.from;
+        self.phase = if law.slow_start {
+            Phase::SlowStart {
+                since: law.since,
+                from: law.from,
+            }
+        } else {
+            Phase::Adapted
+        };
+        self.set_rate(law.from.max(MIN_RATE));
+        // The rate the law gives now (its growth since `since`).
+        self.refill(now);
+        // As a decrease of its own: the next write waits a token (the members' saved
+        // tokens all spent at once meet the server's bucket still empty).
+        self.tokens = 0.0;
     }
 
     /// The same bucket with another step and a probe waiting for writes as well as time
@@ -263,9 +361,17 @@ impl Throttle {
     fn refill(&mut self, now: Instant) {
         let dt = secs(now.saturating_duration_since(self.last));
         let before = self.rate;
-        if let Phase::SlowStart { since, from } = self.phase {
-            let doublings = secs(now.saturating_duration_since(since)) / secs(SLOW_START_DOUBLING);
-            self.set_rate(from * 2f64.powf(doublings.min(64.0)));
+        match self.phase {
+            Phase::SlowStart { since, from } => {
+                let doublings =
+                    secs(now.saturating_duration_since(since)) / secs(SLOW_START_DOUBLING);
+                self.set_rate(from * 2f64.powf(doublings.min(64.0)));
+            }
+            Phase::Adapted if self.fleet => {
+                let grown = fleet_growth(secs(now.saturating_duration_since(self.epoch_start)));
+                self.set_rate(self.adapted_from * (1.0 + FLEET_GROWTH * grown));
+            }
+            Phase::Adapted | Phase::Configured => {}
         }
         // The rate grew during `dt` in slow start: the mean of its two ends.
         self.tokens = (self.tokens + dt * (before + self.rate) / 2.0).min(self.burst);
@@ -295,8 +401,8 @@ impl Throttle {
             return;
         }
         self.refill(now);
-        if self.phase != Phase::Adapted {
-            // Slow start grows with time (`refill`), not per write.
+        if self.phase != Phase::Adapted || self.fleet {
+            // Slow start, and a fleet's law, grow with time (`refill`), not per write.
             return;
         }
         let quiet = secs(now.saturating_duration_since(self.epoch_start));
@@ -359,6 +465,22 @@ impl Throttle {
         self.refill(now);
         let (rate, slow_start) = match self.phase {
             Phase::Configured => ((self.rate * DECREASE_UNANSWERED).min(SLOW_START_RATE), true),
+            // A fleet's member sees a few of the writes its law lets the fleet send: nothing
+            // of its own accepted says the server's bucket is still empty only within the
+            // first doubling; later, with fewer than a handful of its own accepted, it ends
+            // slow start at a quarter of the rate reached.
+            Phase::SlowStart { since, .. }
+                if self.fleet
+                    && (self.accepted > 0
+                        || now.saturating_duration_since(since) >= SLOW_START_DOUBLING) =>
+            {
+                let rate = if self.accepted >= FLEET_EXIT_SAMPLE {
+                    self.accepted_rate(now, since)
+                } else {
+                    self.rate * FLEET_EXIT_UNSAMPLED
+                };
+                (rate, false)
+            }
             Phase::SlowStart { .. } if self.accepted == 0 => {
                 (self.rate * DECREASE_UNANSWERED, true)
             }
@@ -375,11 +497,23 @@ impl Throttle {
         } else {
             Phase::Adapted
         };
+        self.adapted_from = self.rate;
         self.tokens = 0.0;
         self.last = now;
         self.epoch += 1;
         self.epoch_start = now;
     }
+}
+
+/// Seconds of growth a fleet's law counts `quiet` seconds into an epoch: one a second, then
+/// doubling every [`PROBE_DOUBLING_SECS`] past [`PROBE_AFTER_SECS`] (the integral of the
+/// local law's probe).
+fn fleet_growth(quiet: f64) -> f64 {
+    if quiet <= PROBE_AFTER_SECS {
+        return quiet;
+    }
+    let past = ((quiet - PROBE_AFTER_SECS) / PROBE_DOUBLING_SECS).min(60.0);
+    PROBE_AFTER_SECS + PROBE_DOUBLING_SECS * (2f64.powf(past) - 1.0) / std::f64::consts::LN_2
 }
 
 #[cfg(test)]
@@ -615,5 +749,88 @@ mod tests {
         // About one 429 per (1 - 0.8) / 0.05 = 4 accepted writes at 1 write/s (the steady
         // share is 0.05 / (0.2 * rate): the law's price at very low rates).
         assert!(rejected <= 20, "{rejected} rejected");
+    }
+
+    /// In a fleet sharing its law the rate is a function of the epoch's law and time:
+    /// joining, it starts in slow start; adapted, it grows by 5 % of the epoch's start rate
+    /// a second (not per write), the growth doubling every second past 12 s; a 429 in slow
+    /// start within its first doubling with nothing accepted starts it again from 0.36 of
+    /// the rate; later, with fewer than 4 of its own writes accepted, ends it at a quarter
+    /// of the rate reached.
+    #[test]
+    fn a_fleet_member_follows_its_law_in_time() {
+        let base = Instant::now();
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base);
+        let joined = Law {
+            epoch: 0,
+            slow_start: true,
+            from: 1.0,
+            since: base,
+        };
+        assert_eq!(t.law(), Some(joined), "a member starts in slow start");
+        // A 429 100 ms in, nothing accepted: the server's bucket still empty, slow start again.
+        t.throttled(at(base, 100), 0, NO_RA, SEC, 60 * SEC);
+        let again = t.law().unwrap();
+        assert!(again.slow_start && again.epoch == 1, "{again:?}");
+        assert!(near(again.from, 2f64.powf(0.4) * 0.36), "{again:?}");
+        // 1 s on, one write accepted: a quarter of the rate reached (2^4 from `from`).
+        t.answered(at(base, 1000), 1);
+        t.throttled(at(base, 1100), 1, NO_RA, SEC, 60 * SEC);
+        let adapted = t.law().unwrap();
+        assert!(!adapted.slow_start);
+        assert!(near(adapted.from, again.from * 16.0 * 0.25), "{adapted:?}");
+        // Accepted writes add nothing; time does: 5 % of `from` a second.
+        let from = adapted.from;
+        for ms in [1200, 1300, 1400] {
+            t.answered(at(base, ms), 2);
+        }
+        t.wait(at(base, 3100));
+        assert!(near(t.rate(), from * 1.1), "{} {from}", t.rate());
+        // Past 12 s the growth doubles every second: 12 + (2^2 - 1) / ln 2 seconds' worth.
+        t.wait(at(base, 1100 + 14_000));
+        let grown = 12.0 + 3.0 / std::f64::consts::LN_2;
+        assert!(near(t.rate(), from * (1.0 + 0.05 * grown)), "{}", t.rate());
+    }
+
+    /// A law decided by another member: followed from its epoch and start, at the rate it
+    /// gives now; the bucket is emptied (as by a decrease of its own); a pinned bucket
+    /// keeps its rate; a stale slow start is back at the configured rate.
+    #[test]
+    fn a_fleet_member_adopts_the_law_of_another() {
+        let base = Instant::now();
+        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base);
+        let law = Law {
+            epoch: 9,
+            slow_start: false,
+            from: 10.0,
+            since: base,
+        };
+        t.adopt(&law, at(base, 2000));
+        assert_eq!(t.epoch(), 9);
+        assert_eq!(t.law(), Some(law));
+        assert!((t.rate() - 11.0).abs() < 1e-9, "{}", t.rate());
+        assert!(t.wait(at(base, 2000)).is_some(), "emptied");
+        // A 429 of a write admitted in epoch 9: the next epoch from 0.8 of the rate.
+        t.throttled(at(base, 2100), 9, NO_RA, SEC, 60 * SEC);
+        let next = t.law().unwrap();
+        assert_eq!(next.epoch, 10);
+        assert!(
+            (next.from - 0.8 * 10.0 * (1.0 + 0.05 * 2.1)).abs() < 1e-9,
+            "{next:?}"
+        );
+        // A slow start of an hour ago has long reached the ceiling.
+        let old = Law {
+            epoch: 11,
+            slow_start: true,
+            from: 1.0,
+            since: base,
+        };
+        t.adopt(&old, at(base, 3_600_000));
+        assert_eq!(t.rate(), 200.0);
+        assert_eq!(t.law(), None, "configured again");
+        let mut pinned = Throttle::new(50, 50, false, base).in_fleet(base);
+        pinned.adopt(&law, at(base, 10));
+        assert_eq!((pinned.rate(), pinned.epoch()), (50.0, 0));
     }
 }

@@ -377,6 +377,11 @@ pub struct BudgetSnapshot {
     pub probes: u64,
     /// Whether the circuit is open now.
     pub circuit_open: bool,
+    /// Laws of its fleet this budget decided after a 429 and handed to the fleet's link
+    /// ([`WriteBudget::join_fleet`](crate::WriteBudget::join_fleet)).
+    pub fleet_laws_proposed: u64,
+    /// Laws of its fleet decided by another member that this budget followed.
+    pub fleet_laws_adopted: u64,
 }
 
 // The rate is finite or infinite, never NaN: equality is an equivalence.

@@ -56,6 +56,8 @@ pub(crate) struct BudgetCounters {
     pauses: Counter,
     opens: Counter,
     probes: Counter,
+    fleet_proposed: Counter,
+    fleet_adopted: Counter,
     open: AtomicBool,
     open_gauge: metrics::Gauge,
     /// The current rate and writes-in-flight limit, as f64 bits (infinite: none).
@@ -86,6 +88,8 @@ impl BudgetCounters {
                 metrics::counter!(names::BUDGET_PAUSES, "budget" => n.clone()),
                 metrics::counter!(names::CIRCUIT_OPENS, "budget" => n.clone()),
                 metrics::counter!(names::CIRCUIT_PROBES, "budget" => n.clone()),
+                metrics::counter!(names::BUDGET_FLEET_LAWS, "budget" => n.clone(), "how" => "proposed"),
+                metrics::counter!(names::BUDGET_FLEET_LAWS, "budget" => n.clone(), "how" => "adopted"),
             ],
             [
                 open_gauge,
@@ -104,7 +108,7 @@ impl BudgetCounters {
         )
     }
 
-    fn with(name: &str, c: [metrics::Counter; 10], g: [metrics::Gauge; 3]) -> Self {
+    fn with(name: &str, c: [metrics::Counter; 12], g: [metrics::Gauge; 3]) -> Self {
         let [
             rate,
             retry_after,
@@ -116,6 +120,8 @@ impl BudgetCounters {
             pauses,
             opens,
             probes,
+            fleet_proposed,
+            fleet_adopted,
         ] = c;
         let [open_gauge, rate_gauge, in_flight_gauge] = g;
         BudgetCounters {
@@ -128,6 +134,8 @@ impl BudgetCounters {
             pauses: Counter::new(pauses),
             opens: Counter::new(opens),
             probes: Counter::new(probes),
+            fleet_proposed: Counter::new(fleet_proposed),
+            fleet_adopted: Counter::new(fleet_adopted),
             open: AtomicBool::new(false),
             open_gauge,
             rate: AtomicU64::new(f64::INFINITY.to_bits()),
@@ -186,6 +194,15 @@ impl BudgetCounters {
         self.probes.add(1);
     }
 
+    /// A law for the fleet decided after a 429 (`true`) or followed from another member.
+    pub(crate) fn fleet_law(&self, proposed: bool) {
+        if proposed {
+            self.fleet_proposed.add(1);
+        } else {
+            self.fleet_adopted.add(1);
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> BudgetSnapshot {
         BudgetSnapshot {
             name: self.name.clone(),
@@ -205,6 +222,8 @@ impl BudgetCounters {
             circuit_opens: self.opens.get(),
             probes: self.probes.get(),
             circuit_open: self.open.load(Ordering::Relaxed),
+            fleet_laws_proposed: self.fleet_proposed.get(),
+            fleet_laws_adopted: self.fleet_adopted.get(),
         }
     }
 }

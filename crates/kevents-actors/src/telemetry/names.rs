@@ -63,6 +63,9 @@ pub(crate) const BUDGET_THROTTLED: &str = "kevents_budget_throttled_total";
 pub(crate) const BUDGET_RATE: &str = "kevents_budget_rate";
 /// Gauge, label `budget`: writes in flight at most now (-1: no limit).
 pub(crate) const BUDGET_IN_FLIGHT_LIMIT: &str = "kevents_budget_in_flight_limit";
+/// Counter, labels `budget`, `how` (`proposed`, `adopted`): laws of a fleet sharing its law
+/// this budget decided after a 429, or followed from another member.
+pub(crate) const BUDGET_FLEET_LAWS: &str = "kevents_budget_fleet_laws_total";
 /// Counter, label `budget`: times the circuit opened.
 pub(crate) const CIRCUIT_OPENS: &str = "kevents_circuit_opens_total";
 /// Counter, label `budget`: probe writes sent while the circuit was open.
@@ -78,7 +81,7 @@ pub(crate) enum Kind {
 }
 
 /// Every metric with its kind and the help text exporters print (`# HELP`).
-pub(crate) const ALL: [(&str, Kind, &str); 29] = [
+pub(crate) const ALL: [(&str, Kind, &str); 30] = [
     (
         RECORDED,
         Kind::Counter,
@@ -204,6 +207,11 @@ pub(crate) const ALL: [(&str, Kind, &str); 29] = [
         BUDGET_IN_FLIGHT_LIMIT,
         Kind::Gauge,
         "Writes in flight at most now under a write budget (-1: no limit).",
+    ),
+    (
+        BUDGET_FLEET_LAWS,
+        Kind::Counter,
+        "Laws of a fleet sharing its write law, by how (proposed after a 429, adopted from another member).",
     ),
     (
         CIRCUIT_OPENS,

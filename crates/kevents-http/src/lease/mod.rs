@@ -5,7 +5,9 @@
 //!
 //! Files: `config.rs` ([`LeaseConfig`], client-go's defaults and validation, [`LeaseError`]),
 //! `record.rs` (the election record in the Lease's JSON), `decide.rs` (the decisions, no I/O,
-//! the time given), `elector.rs` ([`LeaderElector`]'s requests and loop, [`LeaderHandle`]).
+//! the time given), `elector.rs` ([`LeaderElector`]'s requests and loop, [`LeaderHandle`]),
+//! `fleet.rs` ([`FleetLease`]: a fleet's shared write law kept in a Lease, its task and
+//! [`FleetLeaseHandle`]).
 //!
 //! ```no_run
 //! use kevents_http::lease::{LeaderElector, LeaseConfig};
@@ -23,6 +25,7 @@
 mod config;
 mod decide;
 mod elector;
+mod fleet;
 mod record;
 
 pub use config::{
@@ -30,3 +33,4 @@ pub use config::{
     LeaseConfig, LeaseError,
 };
 pub use elector::{LeaderElector, LeaderHandle, MAX_LEASE_BYTES};
+pub use fleet::{FLEET_WATCH_TIMEOUT_SECONDS, FleetLease, FleetLeaseHandle, MAX_WRITE_ATTEMPTS};
