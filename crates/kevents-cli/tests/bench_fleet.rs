@@ -77,6 +77,29 @@ fn a_small_fleet_stores_every_count_and_reports_consistent_figures() {
     assert!(jain > 1.0 / pipelines as f64 && jain <= 1.0, "{v}");
 }
 
+/// The same fleet sharing its write law through one (in-memory) Lease: exact, the law
+/// written at its epochs (each a decrease after a 429) and nobody far behind.
+#[test]
+fn a_small_fleet_sharing_its_law_stores_every_count() {
+    let v = fleet(&[
+        "--pipelines",
+        "3",
+        "--occurrences",
+        "400",
+        "--limit",
+        "Server:40:60",
+        "--latency-ms",
+        "1",
+        "--share-law",
+    ]);
+    assert_eq!(v["share_law"], true, "{v}");
+    assert_eq!(v["all_exact"], true, "{v}");
+    assert_eq!(v["sum_count"], 1200, "{v}");
+    assert!(f(&v, "throttled") > 0.0, "the limit refused nothing: {v}");
+    assert!(f(&v, "lease_writes") >= 1.0, "no law written: {v}");
+    assert!(f(&v, "fastest_over_slowest") >= 0.5, "{v}");
+}
+
 /// A malformed limit is a usage error.
 #[test]
 fn a_bad_limit_is_a_usage_error() {

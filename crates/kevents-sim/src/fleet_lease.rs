@@ -80,17 +80,32 @@ impl MemoryLease {
     }
 
     /// Links `member` to the Lease on the current tokio runtime until the member is gone:
-    /// it follows every law stored (the one there now first) and its proposals are written
-    /// (a refused one: it follows the stored law instead).
+    /// it follows every law stored (the one there now first), and writes each proposal
+    /// after a random wait of up to `kevents_http`'s `FLEET_WRITE_SPREAD` (50 ms) unless a
+    /// law of its epoch or a later one reached it meanwhile, as `FleetLease` does (a refused
+    /// one: it follows the stored law instead).
     pub fn spawn<M: FleetMember>(&self, mut member: M) -> JoinHandle<()> {
         let lease = self.clone();
         let mut changes = self.0.changes.subscribe();
+        // Each link's own jitter (xorshift64*, seeded per link).
+        let mut seed = SEEDS.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed) | 1;
+        let mut jitter = move || {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            let unit =
+                (seed.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+            WRITE_SPREAD.mul_f64(unit)
+        };
         tokio::spawn(async move {
             let latency = lease.0.latency;
-            if let Some(law) = *changes.borrow_and_update() {
+            let mut seen = *changes.borrow_and_update();
+            if let Some(law) = seen {
                 member.adopt(&law);
             }
+            let mut pending: Option<(FleetLaw, tokio::time::Instant)> = None;
             loop {
+                let write_at = pending.map(|(_, at)| at);
                 tokio::select! {
                     changed = changes.changed() => {
                         if changed.is_err() {
@@ -98,12 +113,20 @@ impl MemoryLease {
                         }
                         let law = *changes.borrow_and_update();
                         tokio::time::sleep(latency).await;
+                        seen = law;
                         if let Some(law) = law {
                             member.adopt(&law);
                         }
                     }
                     proposal = member.proposal() => {
                         let Some(law) = proposal else { return };
+                        pending = Some((law, tokio::time::Instant::now() + jitter()));
+                    }
+                    _ = tokio::time::sleep_until(write_at.unwrap_or_else(tokio::time::Instant::now)), if write_at.is_some() => {
+                        let Some((law, _)) = pending.take() else { continue };
+                        if seen.is_some_and(|s| s.epoch >= law.epoch) {
+                            continue;
+                        }
                         tokio::time::sleep(latency).await;
                         if let Err(stored) = lease.write(law) {
                             tokio::time::sleep(latency).await;
@@ -115,6 +138,11 @@ impl MemoryLease {
         })
     }
 }
+
+/// `kevents_http::lease::FLEET_WRITE_SPREAD`.
+const WRITE_SPREAD: Duration = Duration::from_millis(50);
+/// Seeds of the links' jitter.
+static SEEDS: AtomicU64 = AtomicU64::new(0x2545_F491_4F6C_DD1D);
 
 #[cfg(test)]
 mod tests {
@@ -163,28 +191,37 @@ mod tests {
     }
 
     /// A proposal of a newer epoch is stored and seen by every member; one of an epoch
-    /// already stored is refused and its member follows the stored law; a member gone ends
-    /// its link.
+    /// already seen is not written; two of one epoch at once: one stored, the other refused
+    /// and its member follows the stored law; a member gone ends its link.
     #[tokio::test(start_paused = true)]
-    async fn newer_laws_are_stored_and_seen_older_ones_refused() {
+    async fn newer_laws_are_stored_and_followed_by_every_member() {
         let lease = MemoryLease::new(Duration::from_millis(5));
         let (a, seen_a, propose_a) = member();
         let (b, seen_b, propose_b) = member();
         let task_a = lease.spawn(a);
         let _task_b = lease.spawn(b);
         propose_a.send(law(1)).unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(lease.law(), Some(law(1)));
         assert_eq!(*seen_b.lock().unwrap(), vec![1]);
-        propose_b.send(law(1)).unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!((lease.writes(), lease.refused()), (1, 1));
-        assert_eq!(
-            *seen_b.lock().unwrap(),
-            vec![1, 1],
-            "refused: follows the stored law"
-        );
         assert_eq!(*seen_a.lock().unwrap(), vec![1], "its own, seen back");
+        // B proposes epoch 1 too, having seen it: nothing is written.
+        propose_b.send(law(1)).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!((lease.writes(), lease.refused()), (1, 0));
+        // Both propose epoch 2 at once: one is stored; the other, unless it saw that one
+        // first, is refused; both follow epoch 2.
+        propose_a.send(law(2)).unwrap();
+        propose_b.send(law(2)).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(lease.law().map(|l| l.epoch), Some(2));
+        assert_eq!(lease.writes(), 2);
+        assert!(lease.refused() <= 1);
+        for seen in [&seen_a, &seen_b] {
+            let seen = seen.lock().unwrap();
+            assert_eq!(seen[..2], [1, 2], "{seen:?}");
+            assert!(seen.iter().all(|&e| e <= 2), "{seen:?}");
+        }
         drop(propose_a);
         tokio::time::timeout(Duration::from_secs(1), task_a)
             .await

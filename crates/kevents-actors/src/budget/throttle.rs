@@ -175,6 +175,9 @@ pub(crate) struct Throttle {
     /// `adapted_from` (the epoch's start rate), not per accepted write.
     fleet: bool,
     adapted_from: f64,
+    /// Joined a fleet in slow start and nothing asked for a token since: slow start
+    /// begins at the first write, not at the join.
+    unused_since_join: bool,
 }
 
 impl Throttle {
@@ -206,13 +209,15 @@ impl Throttle {
             probe_after_writes: 0,
             fleet: false,
             adapted_from: 0.0,
+            unused_since_join: false,
         }
     }
 
     /// The same bucket as a member of a fleet sharing its law ([`Law`]), from `now`: an
     /// adaptive one at its configured rate starts slow start (one write a second, doubling
-    /// every 250 ms): it does not know where the fleet is, and members started together
-    /// at their configured rates send each one's window into the server's bucket at once.
+    /// every 250 ms) at its first write: it does not know where the fleet is, and members
+    /// started together at their configured rates send each one's window into the
+    /// server's bucket at once.
     pub(crate) fn in_fleet(mut self, now: Instant) -> Self {
         self.fleet = true;
         if self.adaptive && self.phase == Phase::Configured {
@@ -223,6 +228,7 @@ impl Throttle {
             };
             self.set_rate(SLOW_START_RATE);
             self.tokens = self.tokens.min(self.burst);
+            self.unused_since_join = true;
         }
         self
     }
@@ -250,6 +256,7 @@ impl Throttle {
         }
         // The tokens so far at the rate so far.
         self.refill(now);
+        self.unused_since_join = false;
         self.epoch = law.epoch;
         self.epoch_start = law.since;
         self.accepted = 0;
@@ -328,6 +335,13 @@ impl Throttle {
         }
         if !self.rate.is_finite() {
             return None;
+        }
+        if std::mem::take(&mut self.unused_since_join)
+            && let Phase::SlowStart { from, .. } = self.phase
+        {
+            // The first write since joining: slow start begins now.
+            self.phase = Phase::SlowStart { since: now, from };
+            self.last = now;
         }
         self.refill(now);
         if self.tokens >= 1.0 {
@@ -463,6 +477,7 @@ impl Throttle {
 
     fn decrease(&mut self, now: Instant) {
         self.refill(now);
+        self.unused_since_join = false;
         let (rate, slow_start) = match self.phase {
             Phase::Configured => ((self.rate * DECREASE_UNANSWERED).min(SLOW_START_RATE), true),
             // A fleet's member sees a few of the writes its law lets the fleet send: nothing
@@ -832,5 +847,23 @@ mod tests {
         let mut pinned = Throttle::new(50, 50, false, base).in_fleet(base);
         pinned.adopt(&law, at(base, 10));
         assert_eq!((pinned.rate(), pinned.epoch()), (50.0, 0));
+    }
+
+    /// A member's slow start begins at its first write, not when it joined (a process joins
+    /// at its start and may write its first event much later).
+    #[test]
+    fn a_fleet_member_starts_slow_at_its_first_write() {
+        let base = Instant::now();
+        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base);
+        assert!(t.wait(at(base, 60_000)).is_none(), "its first write goes");
+        t.take();
+        let law = t.law().unwrap();
+        assert_eq!((law.slow_start, law.from), (true, 1.0));
+        assert_eq!(law.since, at(base, 60_000));
+        assert!(
+            t.wait(at(base, 60_100)).is_some(),
+            "at about a write a second"
+        );
+        assert!((t.rate() - 2f64.powf(0.4)).abs() < 1e-9, "{}", t.rate());
     }
 }

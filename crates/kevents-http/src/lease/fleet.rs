@@ -39,6 +39,12 @@ pub const FLEET_WATCH_TIMEOUT_SECONDS: u64 = 290;
 /// (after a back-off).
 pub const MAX_WRITE_ATTEMPTS: u32 = 3;
 
+/// A proposal is written after a random wait of up to this long, unless the watch brings a
+/// law of its epoch or a later one first: members of a fleet meet their 429s together and
+/// decide the same epoch at once; the first write reaches the others within milliseconds
+/// and theirs need not be sent (each would be a 409 and a `GET`).
+pub const FLEET_WRITE_SPREAD: Duration = Duration::from_millis(50);
+
 /// The margin of the whole watch request's deadline over its `timeoutSeconds`.
 const WATCH_MARGIN: Duration = Duration::from_secs(10);
 /// The first back-off after a failure (then doubling).
@@ -64,7 +70,9 @@ const MAX_WARNED: usize = 64;
 /// again. Every law it reads (listed, watched, or read back after a conflict) is given to
 /// the member ([`FleetMember::adopt`]; the same law is not given twice in a row, nor the
 /// member's own proposal back to it). Meanwhile it awaits
-/// the member's next law ([`FleetMember::proposal`]) and writes it: a new Lease (`POST`) when
+/// the member's next law ([`FleetMember::proposal`]) and writes it after a random wait of up
+/// to [`FLEET_WRITE_SPREAD`] (another member's write of that epoch, seen meanwhile, spares
+/// it the request): a new Lease (`POST`) when
 /// there is none; nothing when the Lease already holds a law of the same or a higher epoch
 /// (the member adopts that one instead); else the Lease as last read with the law replaced
 /// (`PUT` with its `resourceVersion`: optimistic concurrency). A 409 (another member wrote
@@ -563,7 +571,7 @@ impl Link {
                     pending = Some(law);
                     self.last_given = Some(law);
                     if self.write_backoff.failures == 0 {
-                        write_at = Instant::now();
+                        write_at = Instant::now() + FLEET_WRITE_SPREAD.mul_f64(unit_random());
                     }
                 }
                 Wake::WriteDue => {}
