@@ -81,7 +81,7 @@ impl MemoryLease {
 
     /// Links `member` to the Lease on the current tokio runtime until the member is gone:
     /// it follows every law stored (the one there now first), and writes each proposal
-    /// after a random wait of up to `kevents_http`'s `FLEET_WRITE_SPREAD` (50 ms) unless a
+    /// after a random wait of up to `kevents_http::lease::FLEET_WRITE_SPREAD` (50 ms) unless a
     /// law of its epoch or a later one reached it meanwhile, as `FleetLease` does (a refused
     /// one: it follows the stored law instead).
     pub fn spawn<M: FleetMember>(&self, mut member: M) -> JoinHandle<()> {

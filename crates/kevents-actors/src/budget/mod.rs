@@ -20,7 +20,7 @@ mod throttle;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -287,7 +287,13 @@ impl WriteBudget {
         let (tx, rx) = tokio::sync::watch::channel(None);
         let mut st = lock(&self.0.state);
         if self.0.options.adaptive && self.0.enabled {
-            st.all = st.all.clone().in_fleet(Instant::now());
+            // Each member its own random phase (a process-wide counter, mixed).
+            static SEEDS: AtomicU64 = AtomicU64::new(0);
+            let mut seed = SEEDS.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+            seed ^= u64::from(std::process::id());
+            seed = (seed ^ (seed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            seed = (seed ^ (seed >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            st.all = st.all.clone().in_fleet(Instant::now(), seed ^ (seed >> 31));
         }
         st.fleet = Some(fleet::Joined {
             proposals: tx,

@@ -178,6 +178,9 @@ pub(crate) struct Throttle {
     /// Joined a fleet in slow start and nothing asked for a token since: slow start
     /// begins at the first write, not at the join.
     unused_since_join: bool,
+    /// A fleet member's random state (xorshift64*): where in a token it restarts when it
+    /// adopts a law.
+    rng: u64,
 }
 
 impl Throttle {
@@ -210,6 +213,7 @@ impl Throttle {
             fleet: false,
             adapted_from: 0.0,
             unused_since_join: false,
+            rng: 1,
         }
     }
 
@@ -217,9 +221,10 @@ impl Throttle {
     /// adaptive one at its configured rate starts slow start (one write a second, doubling
     /// every 250 ms) at its first write: it does not know where the fleet is, and members
     /// started together at their configured rates send each one's window into the
-    /// server's bucket at once.
-    pub(crate) fn in_fleet(mut self, now: Instant) -> Self {
+    /// server's bucket at once. `seed` makes its own random phase (see [`adopt`](Self::adopt)).
+    pub(crate) fn in_fleet(mut self, now: Instant, seed: u64) -> Self {
         self.fleet = true;
+        self.rng = seed | 1;
         if self.adaptive && self.phase == Phase::Configured {
             self.refill(now);
             self.phase = Phase::SlowStart {
@@ -272,9 +277,22 @@ impl Throttle {
         self.set_rate(law.from.max(MIN_RATE));
         // The rate the law gives now (its growth since `since`).
         self.refill(now);
-        // As a decrease of its own: the next write waits a token (the members' saved
-        // tokens all spent at once meet the server's bucket still empty).
-        self.tokens = 0.0;
+        // As a decrease of its own, the next write waits a token (the members' saved tokens
+        // all spent at once met the server's bucket still empty, and a second decrease
+        // followed), and a random part of another: members that follow a law at once
+        // would otherwise all write a token's time later, at once, and again at every
+        // token (a thousand at a write a second each sent their writes in bursts of a
+        // thousand, a second apart, and a burst meeting a server's bucket lower than
+        // itself is refused all past it).
+        self.tokens = -self.unit();
+    }
+
+    /// A uniform number in [0, 1) from the member's random state.
+    fn unit(&mut self) -> f64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// The same bucket with another step and a probe waiting for writes as well as time
@@ -776,7 +794,7 @@ mod tests {
     fn a_fleet_member_follows_its_law_in_time() {
         let base = Instant::now();
         let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
-        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base);
+        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base, 1);
         let joined = Law {
             epoch: 0,
             slow_start: true,
@@ -814,7 +832,7 @@ mod tests {
     #[test]
     fn a_fleet_member_adopts_the_law_of_another() {
         let base = Instant::now();
-        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base);
+        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base, 1);
         let law = Law {
             epoch: 9,
             slow_start: false,
@@ -825,7 +843,7 @@ mod tests {
         assert_eq!(t.epoch(), 9);
         assert_eq!(t.law(), Some(law));
         assert!((t.rate() - 11.0).abs() < 1e-9, "{}", t.rate());
-        assert!(t.wait(at(base, 2000)).is_some(), "emptied");
+        assert!(t.wait(at(base, 2000)).is_some(), "no token saved");
         // A 429 of a write admitted in epoch 9: the next epoch from 0.8 of the rate.
         t.throttled(at(base, 2100), 9, NO_RA, SEC, 60 * SEC);
         let next = t.law().unwrap();
@@ -844,7 +862,7 @@ mod tests {
         t.adopt(&old, at(base, 3_600_000));
         assert_eq!(t.rate(), 200.0);
         assert_eq!(t.law(), None, "configured again");
-        let mut pinned = Throttle::new(50, 50, false, base).in_fleet(base);
+        let mut pinned = Throttle::new(50, 50, false, base).in_fleet(base, 1);
         pinned.adopt(&law, at(base, 10));
         assert_eq!((pinned.rate(), pinned.epoch()), (50.0, 0));
     }
@@ -854,7 +872,7 @@ mod tests {
     #[test]
     fn a_fleet_member_starts_slow_at_its_first_write() {
         let base = Instant::now();
-        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base);
+        let mut t = Throttle::new(200, 1000, true, base).in_fleet(base, 1);
         assert!(t.wait(at(base, 60_000)).is_none(), "its first write goes");
         t.take();
         let law = t.law().unwrap();

@@ -33,4 +33,7 @@ pub use config::{
     LeaseConfig, LeaseError,
 };
 pub use elector::{LeaderElector, LeaderHandle, MAX_LEASE_BYTES};
-pub use fleet::{FLEET_WATCH_TIMEOUT_SECONDS, FleetLease, FleetLeaseHandle, MAX_WRITE_ATTEMPTS};
+pub use fleet::{
+    FLEET_WATCH_TIMEOUT_SECONDS, FLEET_WRITE_SPREAD, FleetLease, FleetLeaseHandle,
+    MAX_WRITE_ATTEMPTS,
+};
