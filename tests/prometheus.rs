@@ -263,6 +263,13 @@ fn assert_served(m: &Scrape, s: &StatsSnapshot) {
             m.counter("kevents_circuit_probes_total", &[("budget", n)]),
             b.probes
         );
+        for (how, value) in [
+            ("proposed", b.fleet_laws_proposed),
+            ("adopted", b.fleet_laws_adopted),
+        ] {
+            let labels = [("budget", n), ("how", how)];
+            assert_eq!(m.counter("kevents_budget_fleet_laws_total", &labels), value);
+        }
     }
     for v in &s.sinks_events_v1 {
         let n = v.name.as_str();
@@ -422,7 +429,7 @@ fn metrics_are_served_to_prometheus() {
 
     // Served: exactly the documented metrics, with their documented types and a help text.
     let docs = documented();
-    assert_eq!(docs.len(), 29, "docs/metrics.md lists 29 metrics: {docs:?}");
+    assert_eq!(docs.len(), 30, "docs/metrics.md lists 30 metrics: {docs:?}");
     let served: BTreeSet<&String> = m
         .samples
         .keys()
