@@ -6,9 +6,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_core::request::{
-    APPLICATION_JSON, Client, Method, Response, Transport, answer_too_large,
-};
+use kevents_core::request::{APPLICATION_JSON, Client, Method, Response, Transport};
 use kevents_core::{Clock, SystemClock};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -17,7 +15,7 @@ use tokio::time::{Instant, sleep, timeout};
 
 use super::config::{JITTER_FACTOR, LeaseConfig, LeaseError};
 use super::decide::{Election, Step};
-use super::record::{LeaseRecord, lease_path, new_lease, updated_lease};
+use super::record::{LeaseRecord, decode_lease, get_lease, lease_path, new_lease, updated_lease};
 
 /// The largest Lease answer read (256 KiB: a Lease is a few hundred bytes, with its
 /// `managedFields` a few KiB).
@@ -290,16 +288,7 @@ impl<T: Transport> LeaderElector<T> {
 
     /// `GET` of the Lease: `None` when not found.
     async fn get(&self) -> Result<Option<Value>, LeaseError> {
-        let path = lease_path(&self.config.namespace, Some(&self.config.name));
-        let answer = self
-            .client
-            .send(Method::Get, path, None, Vec::new(), MAX_LEASE_BYTES)
-            .await
-            .map_err(LeaseError::Request)?;
-        if answer.code == 404 {
-            return Ok(None);
-        }
-        self.decode(answer, "get").map(Some)
+        get_lease(&self.client, &self.config.namespace, &self.config.name).await
     }
 
     /// A create (`POST`) or update (`PUT`) of the Lease: the object the server stored.
@@ -326,27 +315,7 @@ impl<T: Transport> LeaderElector<T> {
     /// A 2xx answer's Lease; 401/403 are [`LeaseError::Forbidden`], other answers the
     /// server's error.
     fn decode(&self, answer: Response, verb: &'static str) -> Result<Value, LeaseError> {
-        if !answer.answer().is_success() {
-            let source = answer.answer().status_error();
-            if matches!(answer.code, 401 | 403) {
-                return Err(LeaseError::Forbidden {
-                    verb,
-                    namespace: self.config.namespace.clone(),
-                    name: self.config.name.clone(),
-                    source,
-                });
-            }
-            return Err(LeaseError::Request(source));
-        }
-        if answer.oversized {
-            return Err(LeaseError::Request(answer_too_large(MAX_LEASE_BYTES)));
-        }
-        let lease: Value = serde_json::from_slice(&answer.body)
-            .map_err(|e| LeaseError::Decode(format!("not JSON: {e}")))?;
-        if !lease.is_object() {
-            return Err(LeaseError::Decode("not an object".into()));
-        }
-        Ok(lease)
+        decode_lease(answer, verb, &self.config.namespace, &self.config.name)
     }
 }
 

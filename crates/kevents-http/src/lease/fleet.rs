@@ -19,7 +19,7 @@ use std::time::Duration;
 use kevents_core::SinkError;
 use kevents_core::fleet::{FLEET_LAW_ANNOTATION, FleetLaw, FleetLawError, FleetMember};
 use kevents_core::request::{
-    APPLICATION_JSON, Client, Method, Response, Transport, answer_too_large, encode_segment,
+    APPLICATION_JSON, Client, Method, Response, Transport, encode_segment,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
@@ -28,7 +28,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 
 use super::config::{LeaseConfig, LeaseError};
 use super::elector::MAX_LEASE_BYTES;
-use super::record::lease_path;
+use super::record::{decode_lease, get_lease, lease_path};
 use crate::{HttpSink, WatchLines};
 
 /// The default watch `timeoutSeconds`: the apiserver ends each watch after it, and the link
@@ -879,16 +879,7 @@ impl Link {
 
     /// `GET` of the Lease: `None` when not found.
     async fn get(&self) -> Result<Option<Value>, LeaseError> {
-        let path = lease_path(&self.lease.namespace, Some(&self.lease.name));
-        let answer = self
-            .client
-            .send(Method::Get, path, None, Vec::new(), MAX_LEASE_BYTES)
-            .await
-            .map_err(LeaseError::Request)?;
-        if answer.code == 404 {
-            return Ok(None);
-        }
-        self.decode(answer, "get").map(Some)
+        get_lease(&self.client, &self.lease.namespace, &self.lease.name).await
     }
 
     /// A non-2xx answer as an error: 401/403 [`LeaseError::Forbidden`], others the server's.
@@ -907,18 +898,7 @@ impl Link {
 
     /// A 2xx answer's JSON object; other answers are errors.
     fn decode(&self, answer: Response, verb: &'static str) -> Result<Value, LeaseError> {
-        if !answer.answer().is_success() {
-            return Err(self.refusal(&answer, verb));
-        }
-        if answer.oversized {
-            return Err(LeaseError::Request(answer_too_large(MAX_LEASE_BYTES)));
-        }
-        let value: Value = serde_json::from_slice(&answer.body)
-            .map_err(|e| LeaseError::Decode(format!("not JSON: {e}")))?;
-        if !value.is_object() {
-            return Err(LeaseError::Decode("not an object".into()));
-        }
-        Ok(value)
+        decode_lease(answer, verb, &self.lease.namespace, &self.lease.name)
     }
 }
 

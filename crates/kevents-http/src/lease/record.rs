@@ -2,6 +2,7 @@
 //! `LeaderElectionRecord` and `resourcelock.LeaseLock`'s conversions), read from and written
 //! into the Lease's JSON.
 
+use super::config::LeaseError;
 use kevents_core::Time;
 use serde_json::{Map, Value, json};
 
@@ -117,6 +118,62 @@ pub(crate) fn lease_path(namespace: &str, name: Option<&str>) -> String {
         path.push_str(&encode_segment(name));
     }
     path
+}
+
+/// A 2xx answer about Lease `namespace`/`name`: its JSON object (read at most
+/// `MAX_LEASE_BYTES`); a 401/403 is [`LeaseError::Forbidden`] for `verb`, other answers the
+/// server's error.
+pub(super) fn decode_lease(
+    answer: kevents_core::request::Response,
+    verb: &'static str,
+    namespace: &str,
+    name: &str,
+) -> Result<serde_json::Value, LeaseError> {
+    if !answer.answer().is_success() {
+        let source = answer.answer().status_error();
+        if matches!(answer.code, 401 | 403) {
+            return Err(LeaseError::Forbidden {
+                verb,
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                source,
+            });
+        }
+        return Err(LeaseError::Request(source));
+    }
+    if answer.oversized {
+        return Err(LeaseError::Request(
+            kevents_core::request::answer_too_large(super::elector::MAX_LEASE_BYTES),
+        ));
+    }
+    let lease: serde_json::Value = serde_json::from_slice(&answer.body)
+        .map_err(|e| LeaseError::Decode(format!("not JSON: {e}")))?;
+    if !lease.is_object() {
+        return Err(LeaseError::Decode("not an object".into()));
+    }
+    Ok(lease)
+}
+
+/// `GET` of Lease `namespace`/`name`: `None` when not found.
+pub(super) async fn get_lease<T: kevents_core::request::Transport>(
+    client: &kevents_core::request::Client<T>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<serde_json::Value>, LeaseError> {
+    let answer = client
+        .send(
+            kevents_core::request::Method::Get,
+            lease_path(namespace, Some(name)),
+            None,
+            Vec::new(),
+            super::elector::MAX_LEASE_BYTES,
+        )
+        .await
+        .map_err(LeaseError::Request)?;
+    if answer.code == 404 {
+        return Ok(None);
+    }
+    decode_lease(answer, "get", namespace, name).map(Some)
 }
 
 #[cfg(test)]
