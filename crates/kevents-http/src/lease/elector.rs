@@ -17,9 +17,7 @@ use super::config::{JITTER_FACTOR, LeaseConfig, LeaseError};
 use super::decide::{Election, Step};
 use super::record::{LeaseRecord, decode_lease, get_lease, lease_path, new_lease, updated_lease};
 
-/// The largest Lease answer read (256 KiB: a Lease is a few hundred bytes, with its
-/// `managedFields` a few KiB).
-pub const MAX_LEASE_BYTES: usize = 256 * 1024;
+pub use super::record::MAX_LEASE_BYTES;
 
 /// A candidate in a coordination.k8s.io/v1 Lease election, with client-go's
 /// `tools/leaderelection` rules over a `LeaseLock`: read the Lease; create it if missing; if

@@ -27,8 +27,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
 use super::config::{LeaseConfig, LeaseError};
-use super::elector::MAX_LEASE_BYTES;
-use super::record::{decode_lease, get_lease, lease_path};
+use super::record::{MAX_LEASE_BYTES, decode_lease, get_lease, lease_path};
 use crate::{HttpSink, WatchLines};
 
 /// The default watch `timeoutSeconds`: the apiserver ends each watch after it, and the link

@@ -120,6 +120,10 @@ pub(crate) fn lease_path(namespace: &str, name: Option<&str>) -> String {
     path
 }
 
+/// The largest Lease answer read (256 KiB: a Lease is a few hundred bytes, with its
+/// `managedFields` a few KiB).
+pub const MAX_LEASE_BYTES: usize = 256 * 1024;
+
 /// A 2xx answer about Lease `namespace`/`name`: its JSON object (read at most
 /// `MAX_LEASE_BYTES`); a 401/403 is [`LeaseError::Forbidden`] for `verb`, other answers the
 /// server's error.
@@ -143,7 +147,7 @@ pub(super) fn decode_lease(
     }
     if answer.oversized {
         return Err(LeaseError::Request(
-            kevents_core::request::answer_too_large(super::elector::MAX_LEASE_BYTES),
+            kevents_core::request::answer_too_large(MAX_LEASE_BYTES),
         ));
     }
     let lease: serde_json::Value = serde_json::from_slice(&answer.body)
@@ -166,7 +170,7 @@ pub(super) async fn get_lease<T: kevents_core::request::Transport>(
             lease_path(namespace, Some(name)),
             None,
             Vec::new(),
-            super::elector::MAX_LEASE_BYTES,
+            MAX_LEASE_BYTES,
         )
         .await
         .map_err(LeaseError::Request)?;
