@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use kevents_export::{ExportConfig, JetStream, JetStreamConfig};
-use kevents_http::lease::{LeaderElector, LeaseConfig};
+use kevents_runtime::lead::{LeadError, run_while_leading};
+use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
 use crate::cluster;
 
@@ -140,56 +141,56 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     let leader = LeaderElector::new(apiserver.requests(), lease)
         .context("--leader-elect")?
         .spawn();
-    let mut changes = leader.changes();
-    let (mut records, mut occurrences) = (0u64, 0u64);
-    loop {
-        // Stand by until this replica leads, or the process is told to stop.
-        eprintln!(
-            "export: {identity} waits for the Lease {}/{}",
-            args.lease_namespace, args.lease_name
-        );
-        tokio::select! {
-            led = changes.wait_for(|leads| *leads) => {
-                if led.is_err() {
-                    anyhow::bail!("the leader elector ended");
-                }
+    eprintln!(
+        "export: {identity} waits for the Lease {}/{}",
+        args.lease_namespace, args.lease_name
+    );
+    // A standby's /metrics says so (the gauge exists before the first term).
+    metrics::gauge!("kevents_export_leader").set(0.0);
+    let (records, occurrences) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
+    // Export while leading (kevents-runtime's lead-or-stand-by loop): losing the Lease ends
+    // the term, and the run saves what it delivered within the grace; the next leader
+    // continues from there.
+    let led = run_while_leading(&leader, stop.wait(), LOST_LEASE_GRACE, |term| {
+        let (apiserver, config, js) = (apiserver.clone(), config.clone(), js.clone());
+        let identity = identity.clone();
+        let (records, occurrences) = (&records, &occurrences);
+        let stop = &stop;
+        async move {
+            metrics::counter!("kevents_export_leader_changes_total").increment(1);
+            metrics::gauge!("kevents_export_leader").set(1.0);
+            eprintln!("export: {identity} leads; exporting from the resume point");
+            let stats = kevents_export::run(apiserver, config, js.clone(), js, term.lost()).await;
+            metrics::gauge!("kevents_export_leader").set(0.0);
+            let stats = stats?;
+            records.set(records.get() + stats.records);
+            occurrences.set(occurrences.get() + stats.occurrences);
+            if !stop.is_set() {
+                eprintln!("export: {identity} lost the Lease; standing by");
             }
-            _ = stop.wait() => break,
+            Ok::<(), kevents_export::ExportError>(())
         }
-        metrics::counter!("kevents_export_leader_changes_total").increment(1);
-        metrics::gauge!("kevents_export_leader").set(1.0);
-        eprintln!("export: {identity} leads; exporting from the resume point");
-        // Export while leading: losing the Lease stops the loop at once (it saves what it
-        // delivered, and the next leader continues from there).
-        let mut lost = leader.changes();
-        let stopped = async {
-            tokio::select! {
-                _ = lost.wait_for(|leads| !*leads) => {}
-                _ = stop.wait() => {}
-            }
-        };
-        let stats = kevents_export::run(
-            apiserver.clone(),
-            config.clone(),
-            js.clone(),
-            js.clone(),
-            stopped,
-        )
-        .await?;
-        metrics::gauge!("kevents_export_leader").set(0.0);
-        records += stats.records;
-        occurrences += stats.occurrences;
-        if stop.is_set() {
-            break;
-        }
-        eprintln!("export: {identity} lost the Lease; standing by");
-    }
+    })
+    .await;
     if let Err(e) = leader.release().await {
         tracing::warn!("releasing the Lease: {e}");
     }
-    eprintln!("export: stopped after {records} records, {occurrences} occurrences");
+    match led {
+        Ok(_) => {}
+        Err(LeadError::Work(e)) => return Err(e.into()),
+        Err(e @ LeadError::ElectorEnded(_)) => anyhow::bail!("{e}"),
+    }
+    eprintln!(
+        "export: stopped after {} records, {} occurrences",
+        records.get(),
+        occurrences.get()
+    );
     Ok(())
 }
+
+/// How long a term's export may take, once the Lease is lost, to finish the record being
+/// delivered and save its resume point before it is dropped.
+const LOST_LEASE_GRACE: Duration = Duration::from_secs(2);
 
 /// SIGTERM or Ctrl-C, seen by every part of the command that waits for it.
 struct Stop(tokio::sync::watch::Receiver<bool>);

@@ -6,7 +6,7 @@
 //! their writes (docs/semantics.md, "Fleets that share their law"). A fleet that shares its
 //! law sends at one rate: the member that meets a 429 decides the next epoch's law and
 //! writes it where every member reads it (a coordination.k8s.io Lease:
-//! `kevents_http::lease::FleetLease`), and every member follows it from then on. The law
+//! `kevents_runtime::fleet::FleetLease`), and every member follows it from then on. The law
 //! is a function of time, so an epoch costs one write to the Lease, whatever the growth.
 //!
 //! ```
@@ -37,6 +37,26 @@ pub const FLEET_LAW_ANNOTATION: &str = "kevents.io/fleet-law";
 
 /// The most writes per second a law may give (a larger one is refused as garbage).
 pub const MAX_FLEET_RATE: f64 = 1e9;
+
+/// A member's proposal is written after a random wait of up to this long, unless a law of
+/// its epoch or a later one arrives first: members of a fleet meet their 429s together and
+/// decide the same epoch at once; the first write reaches the others within milliseconds and
+/// theirs need not be sent (each would be a conflict and a read). Used by kevents-runtime's
+/// Lease link and kevents-sim's `MemoryLease`.
+pub const FLEET_WRITE_SPREAD: Duration = Duration::from_millis(50);
+
+/// In an adapted epoch every member's rate grows in time from the epoch's start, by this part
+/// of the epoch's rate a second (the growth doubling every second past 12 s without a 429):
+/// back from a decrease by 0.8 in 5 s.
+pub const FLEET_GROWTH: f64 = 0.05;
+
+/// A member ends slow start at the rate its own writes were accepted at when it has at least
+/// this many of them...
+pub const FLEET_EXIT_SAMPLE: u64 = 4;
+
+/// ...else at this part of the rate reached (two doublings back: the server's burst lets a
+/// fleet's slow start overshoot its limit by more than one).
+pub const FLEET_EXIT_UNSAMPLED: f64 = 0.25;
 
 /// Where a fleet's law is in an epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,7 +136,7 @@ impl FleetLaw {
 
 /// A member of a fleet that shares its law: a write budget
 /// (`kevents_actors::WriteBudget::join_fleet`), driven by the link that keeps the shared
-/// copy (`kevents_http::lease::FleetLease`, or a simulator's).
+/// copy (`kevents_runtime::fleet::FleetLease`, or a simulator's).
 pub trait FleetMember: Send + 'static {
     /// Follows `law` if it is newer than the one followed (a higher epoch, or the same
     /// epoch decided by another member); an older one is ignored.

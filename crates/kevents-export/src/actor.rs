@@ -3,6 +3,7 @@
 //! [`StopExport`] (or by stopping the system).
 
 use actix::prelude::*;
+use kevents_core::request::StreamTransport;
 use tokio::sync::oneshot;
 
 use crate::store::{RecordSink, ResumeStore};
@@ -27,13 +28,13 @@ use crate::{ExportConfig, ExportError, ExportStats, run};
 /// # let _ = stats;
 /// # }
 /// ```
-pub struct ExportActor<S, R> {
-    parts: Option<(kevents_http::HttpSink, ExportConfig, S, R)>,
+pub struct ExportActor<T, S, R> {
+    parts: Option<(T, ExportConfig, S, R)>,
     done: Option<oneshot::Sender<Result<ExportStats, ExportError>>>,
     stop: Option<oneshot::Sender<()>>,
 }
 
-impl<S, R> std::fmt::Debug for ExportActor<S, R> {
+impl<T, S, R> std::fmt::Debug for ExportActor<T, S, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExportActor")
             .field("running", &self.parts.is_none())
@@ -41,11 +42,12 @@ impl<S, R> std::fmt::Debug for ExportActor<S, R> {
     }
 }
 
-impl<S, R> ExportActor<S, R> {
-    /// An actor that exports `config`'s events read through `apiserver` into `sink`, with
-    /// the resume point in `store`; the run's outcome goes to `done`.
+impl<T, S, R> ExportActor<T, S, R> {
+    /// An actor that exports `config`'s events read through `apiserver` (any
+    /// [`StreamTransport`]) into `sink`, with the resume point in `store`; the run's outcome
+    /// goes to `done`.
     pub fn new(
-        apiserver: kevents_http::HttpSink,
+        apiserver: T,
         config: ExportConfig,
         sink: S,
         store: R,
@@ -59,8 +61,11 @@ impl<S, R> ExportActor<S, R> {
     }
 }
 
-impl<S: RecordSink + Unpin + 'static, R: ResumeStore + Unpin + 'static> Actor
-    for ExportActor<S, R>
+impl<T, S, R> Actor for ExportActor<T, S, R>
+where
+    T: StreamTransport + Unpin,
+    S: RecordSink + Unpin + 'static,
+    R: ResumeStore + Unpin + 'static,
 {
     type Context = Context<Self>;
 
@@ -88,8 +93,11 @@ impl<S: RecordSink + Unpin + 'static, R: ResumeStore + Unpin + 'static> Actor
 #[rtype(result = "()")]
 pub struct StopExport;
 
-impl<S: RecordSink + Unpin + 'static, R: ResumeStore + Unpin + 'static> Handler<StopExport>
-    for ExportActor<S, R>
+impl<T, S, R> Handler<StopExport> for ExportActor<T, S, R>
+where
+    T: StreamTransport + Unpin,
+    S: RecordSink + Unpin + 'static,
+    R: ResumeStore + Unpin + 'static,
 {
     type Result = ();
 

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use kevents_http::HttpSink;
+use kevents_core::request::StreamTransport;
 use tokio::sync::mpsc;
 
 use crate::store::{RecordSink, ResumeStore};
@@ -125,7 +125,8 @@ impl State {
     }
 }
 
-/// Exports the events of `config`'s scopes read through `apiserver` into `sink`, with the
+/// Exports the events of `config`'s scopes read through `apiserver` (any
+/// [`StreamTransport`]: kevents-http's `HttpSink`, kevents-kube's `KubeSink`) into `sink`, with the
 /// resume point in `store`, until `shutdown` completes (then the record being delivered is
 /// finished and the resourceVersions saved) or the sink or store fails. A list or watch that
 /// fails is retried; it never ends the run.
@@ -145,8 +146,8 @@ impl State {
 /// println!("{} records", stats.records);
 /// # Ok(()) }
 /// ```
-pub async fn run<S: RecordSink, R: ResumeStore>(
-    apiserver: HttpSink,
+pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
+    apiserver: T,
     config: ExportConfig,
     mut sink: S,
     mut store: R,

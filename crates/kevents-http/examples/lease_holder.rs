@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kevents_http::lease::{LeaderElector, LeaseConfig};
 use kevents_http::{HttpConfig, HttpSink};
+use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -365,7 +365,7 @@ impl HttpSink {
 
     /// Opens a streaming `GET` of `path_and_query` (a watch) with the sink's credential,
     /// `timeout` covering the whole response (a watch's `timeoutSeconds` plus a margin):
-    /// the status code and the response whose body is read in chunks by [`crate::WatchLines`].
+    /// the status code and the response whose body is read in chunks by kevents-core's `LineStream` (`watch.rs`).
     pub(crate) async fn open_stream(
         &self,
         path_and_query: &str,

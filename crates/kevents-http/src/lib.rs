@@ -12,8 +12,9 @@
 //! plugin caching), `token_file.rs` (token files, read on a worker thread of their own),
 //! `off_thread.rs` (file reads bounded in time, [`read_credential_file`]), `exec.rs` (exec
 //! credential plugin configuration, [`ExecError`]) and `exec_plugin.rs` (running a plugin,
-//! [`ExecCredential`]) and `lease/` ([`lease`]: leader election on a coordination.k8s.io/v1
-//! Lease, client-go's `tools/leaderelection`).
+//! [`ExecCredential`]) and `watch.rs` (the sink as a
+//! [`StreamTransport`](kevents_core::request::StreamTransport): a watch's lines, bounded).
+//! Watching and leader election over this transport are kevents-runtime's.
 //!
 //! Configuration comes from a kubeconfig (read with `kube`'s kubeconfig types and parser,
 //! feature `config` only) or the in-cluster service account, or is built by hand
@@ -51,7 +52,6 @@ pub mod config;
 mod exec;
 mod exec_plugin;
 mod kubeconfig;
-pub mod lease;
 mod off_thread;
 mod tls;
 mod token_file;
@@ -77,4 +77,3 @@ pub use kevents_core::request::ListError;
 pub use kubeconfig::ALLOW_LOOPBACK_HTTP_ENV;
 pub use off_thread::{CREDENTIAL_FILE_TIMEOUT, read_credential_file};
 pub use secrecy;
-pub use watch::WatchLines;

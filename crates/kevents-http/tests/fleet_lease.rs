@@ -14,7 +14,8 @@ use std::time::Duration;
 use kevents_core::fleet::{FLEET_LAW_ANNOTATION, FleetLaw, FleetMember, FleetPhase};
 use kevents_core::request::{APPLICATION_JSON, Method};
 use kevents_http::HttpSink;
-use kevents_http::lease::{FleetLease, FleetLeaseHandle, LeaseError};
+use kevents_runtime::fleet::{FleetLease, FleetLeaseHandle};
+use kevents_runtime::lease::LeaseError;
 use kevents_testkit::Target;
 use tokio::sync::mpsc;
 

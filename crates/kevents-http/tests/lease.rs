@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use kevents_http::HttpSink;
-use kevents_http::lease::{LeaderElector, LeaderHandle, LeaseConfig, LeaseError};
+use kevents_runtime::lease::{LeaderElector, LeaderHandle, LeaseConfig, LeaseError};
 use kevents_testkit::Target;
 
 /// Short durations for the tests: lease 4 s, renew deadline 3 s, retry period 1 s.

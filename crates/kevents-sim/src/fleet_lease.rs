@@ -1,13 +1,13 @@
 //! A fleet's shared law kept in memory as kube-apiserver keeps it in a Lease
 //! ([`MemoryLease`]): a write of a law whose epoch is not above the stored one's is refused
-//! (the optimistic concurrency `kevents_http::lease::FleetLease` relies on), and every
+//! (the optimistic concurrency `kevents_runtime::fleet::FleetLease` relies on), and every
 //! member sees each change (a watch), each leg after a latency.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kevents_core::fleet::{FleetLaw, FleetMember};
+use kevents_core::fleet::{FLEET_WRITE_SPREAD, FleetLaw, FleetMember};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -81,7 +81,7 @@ impl MemoryLease {
 
     /// Links `member` to the Lease on the current tokio runtime until the member is gone:
     /// it follows every law stored (the one there now first), and writes each proposal
-    /// after a random wait of up to `kevents_http::lease::FLEET_WRITE_SPREAD` (50 ms) unless a
+    /// after a random wait of up to [`FLEET_WRITE_SPREAD`] (50 ms) unless a
     /// law of its epoch or a later one reached it meanwhile, as `FleetLease` does (a refused
     /// one: it follows the stored law instead).
     pub fn spawn<M: FleetMember>(&self, mut member: M) -> JoinHandle<()> {
@@ -95,7 +95,7 @@ impl MemoryLease {
             seed ^= seed >> 27;
             let unit =
                 (seed.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
-            WRITE_SPREAD.mul_f64(unit)
+            FLEET_WRITE_SPREAD.mul_f64(unit)
         };
         tokio::spawn(async move {
             let latency = lease.0.latency;
@@ -139,8 +139,6 @@ impl MemoryLease {
     }
 }
 
-/// `kevents_http::lease::FLEET_WRITE_SPREAD`.
-const WRITE_SPREAD: Duration = Duration::from_millis(50);
 /// Seeds of the links' jitter.
 static SEEDS: AtomicU64 = AtomicU64::new(0x2545_F491_4F6C_DD1D);
 

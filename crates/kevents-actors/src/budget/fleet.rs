@@ -21,7 +21,7 @@ pub(super) struct Joined {
 
 /// A [`WriteBudget`] in a fleet that shares its write law, from
 /// [`WriteBudget::join_fleet`]: hand it to the fleet's link
-/// (`kevents_http::lease::FleetLease`), which writes the laws this budget decides after a
+/// (`kevents_runtime::fleet::FleetLease`), which writes the laws this budget decides after a
 /// 429 ([`FleetMember::proposal`]) and makes it follow the others' ([`FleetMember::adopt`]).
 /// It holds the budget weakly: once every handle of the budget is dropped, `proposal`
 /// returns `None` and the link ends.

@@ -77,6 +77,7 @@
 
 use std::time::Duration;
 
+use kevents_core::fleet::{FLEET_EXIT_SAMPLE, FLEET_EXIT_UNSAMPLED, FLEET_GROWTH};
 use tokio::time::Instant;
 
 use crate::telemetry::Deferral;
@@ -105,16 +106,6 @@ const PROBE_AFTER_SECS: f64 = 12.0;
 const PROBE_DOUBLING_SECS: f64 = 1.0;
 /// The burst while adapted: this long at the current rate (at least one write).
 const ADAPTED_BURST: f64 = 0.1;
-/// In a fleet sharing its law (see [`Law`]), the rate grows in time from the epoch's
-/// start, by this part of it a second (the growth doubling every [`PROBE_DOUBLING_SECS`]
-/// past [`PROBE_AFTER_SECS`]): from a decrease by [`DECREASE`] back in 5 s.
-const FLEET_GROWTH: f64 = 0.05;
-/// A fleet's member ends slow start at the rate its own writes were accepted at when it
-/// has at least this many of them...
-const FLEET_EXIT_SAMPLE: u64 = 4;
-/// ...else at this part of the rate reached (two doublings back: the server's burst lets
-/// a fleet's slow start overshoot its limit by more than one).
-const FLEET_EXIT_UNSAMPLED: f64 = 0.25;
 
 /// The law a budget follows in one epoch, all a fleet's members need to send at the same
 /// rate: in slow start, doubling from `from` at `since`; adapted, growing from `from` at

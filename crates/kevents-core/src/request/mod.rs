@@ -10,7 +10,9 @@
 //! and name checks, discovery, `GET`, `DELETE`), `write.rs` (creates and patches,
 //! [`EventSink`](crate::EventSink) and [`events_v1::EventSink`](crate::events_v1::EventSink) for
 //! [`Client`]), `list.rs` (lists, [`ListError`]), `preflight.rs`
-//! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]) and `forward.rs`
+//! ([`PreflightApi`](crate::preflight::PreflightApi) for [`Client`]), `stream.rs`
+//! ([`StreamTransport`]: a `GET` held open, its answer read as bounded lines by [`LineStream`];
+//! the one door for watches) and `forward.rs`
 //! (`__request_sink!`, not public API: kevents' own sinks' trait implementations, forwarded
 //! to [`Client`]). A sink's requests are its `requests()`, a [`Client`]: the one door to
 //! them. A transport of your own is a sink through `Client::new(it)`.
@@ -52,6 +54,7 @@ mod events_v1;
 mod forward;
 mod list;
 mod preflight;
+mod stream;
 mod transport;
 mod write;
 
@@ -61,6 +64,9 @@ pub use client::{
 };
 pub use events_v1::EventsV1Client;
 pub use list::ListError;
+pub use stream::{
+    ChunkFuture, ChunkSource, LineStream, StreamFuture, StreamRequest, StreamTransport,
+};
 pub use transport::{
     APISERVER_MAX_REQUEST_BYTES, APPLICATION_JSON, DEFAULT_MAX_LIST_BYTES, DEFAULT_MAX_LIST_PAGES,
     DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_REQUEST_TIMEOUT, LIST_PAGE_SIZE, Limits, Method, Request,

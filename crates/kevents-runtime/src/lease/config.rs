@@ -22,7 +22,7 @@ pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 ///
 /// ```
 /// use std::time::Duration;
-/// use kevents_http::lease::LeaseConfig;
+/// use kevents_runtime::lease::LeaseConfig;
 /// let config = LeaseConfig::new("kube-system", "kevents-export", "pod-a");
 /// assert_eq!(config.lease_duration, Duration::from_secs(15));
 /// assert!(config.validate().is_ok());
@@ -50,7 +50,7 @@ impl LeaseConfig {
     /// retry period 2 s.
     ///
     /// ```
-    /// let c = kevents_http::lease::LeaseConfig::new("default", "my-controller", "host-1");
+    /// let c = kevents_runtime::lease::LeaseConfig::new("default", "my-controller", "host-1");
     /// assert_eq!(c.identity, "host-1");
     /// ```
     pub fn new(
@@ -72,7 +72,7 @@ impl LeaseConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let c = kevents_http::lease::LeaseConfig::new("default", "l", "a")
+    /// let c = kevents_runtime::lease::LeaseConfig::new("default", "l", "a")
     ///     .with_durations(Duration::from_secs(4), Duration::from_secs(3), Duration::from_secs(1));
     /// assert!(c.validate().is_ok());
     /// ```
@@ -96,7 +96,7 @@ impl LeaseConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kevents_http::lease::{LeaseConfig, LeaseError};
+    /// use kevents_runtime::lease::{LeaseConfig, LeaseError};
     /// let mut c = LeaseConfig::new("default", "l", "a");
     /// c.renew_deadline = Duration::from_secs(2);
     /// assert!(matches!(c.validate(), Err(LeaseError::RenewDeadlineTooShort { .. })));
@@ -147,7 +147,7 @@ impl LeaseConfig {
 /// Why a configuration was refused or an election step failed.
 ///
 /// ```
-/// use kevents_http::lease::LeaseError;
+/// use kevents_runtime::lease::LeaseError;
 /// assert_eq!(LeaseError::EmptyIdentity.to_string(), "the lease identity is empty");
 /// ```
 #[derive(Debug, Clone, PartialEq, Error)]

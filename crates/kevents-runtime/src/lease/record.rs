@@ -127,7 +127,7 @@ pub const MAX_LEASE_BYTES: usize = 256 * 1024;
 /// A 2xx answer about Lease `namespace`/`name`: its JSON object (read at most
 /// `MAX_LEASE_BYTES`); a 401/403 is [`LeaseError::Forbidden`] for `verb`, other answers the
 /// server's error.
-pub(super) fn decode_lease(
+pub(crate) fn decode_lease(
     answer: kevents_core::request::Response,
     verb: &'static str,
     namespace: &str,
@@ -159,7 +159,7 @@ pub(super) fn decode_lease(
 }
 
 /// `GET` of Lease `namespace`/`name`: `None` when not found.
-pub(super) async fn get_lease<T: kevents_core::request::Transport>(
+pub(crate) async fn get_lease<T: kevents_core::request::Transport>(
     client: &kevents_core::request::Client<T>,
     namespace: &str,
     name: &str,

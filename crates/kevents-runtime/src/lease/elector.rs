@@ -31,10 +31,12 @@ pub use super::record::MAX_LEASE_BYTES;
 /// most [`MAX_LEASE_BYTES`].
 ///
 /// ```no_run
-/// use kevents_http::lease::{LeaderElector, LeaseConfig};
-/// # async fn f(sink: kevents_http::HttpSink) -> Result<(), Box<dyn std::error::Error>> {
+/// use kevents_runtime::lease::{LeaderElector, LeaseConfig};
+/// use kevents_core::request::{Client, Transport};
+/// # async fn f<T: Transport>(requests: Client<T>) -> Result<(), Box<dyn std::error::Error>> {
+/// // `requests`: kevents_http::HttpSink::requests() or kevents_kube::KubeSink::requests().
 /// let config = LeaseConfig::new("default", "my-controller", "pod-a");
-/// let handle = LeaderElector::new(sink.requests(), config)?.spawn();
+/// let handle = LeaderElector::new(requests, config)?.spawn();
 /// let mut changes = handle.changes();
 /// changes.wait_for(|leading| *leading).await?;
 /// println!("leading");
@@ -51,17 +53,20 @@ pub struct LeaderElector<T> {
 }
 
 impl<T: Transport> LeaderElector<T> {
-    /// A candidate over `client` (`HttpSink::requests()`, or any transport's), `config`
-    /// checked by [`LeaseConfig::validate`]; nothing is sent yet.
+    /// A candidate over `client` (`HttpSink::requests()`, `KubeSink::requests()`, or any
+    /// transport's), `config` checked by [`LeaseConfig::validate`]; nothing is sent yet.
     ///
     /// ```
-    /// use kevents_http::lease::{LeaderElector, LeaseConfig, LeaseError};
-    /// use kevents_http::{HttpConfig, HttpSink};
-    /// let sink = HttpSink::new(HttpConfig::new("https://127.0.0.1:6443")?)?;
+    /// use kevents_core::request::{Client, Limits, Request, Transport, TransportFuture};
+    /// use kevents_runtime::lease::{LeaderElector, LeaseConfig, LeaseError};
+    /// # #[derive(Clone)] struct Nowhere;
+    /// # impl Transport for Nowhere {
+    /// #     fn send(&self, _: Request) -> TransportFuture<'_> { unreachable!() }
+    /// #     fn limits(&self) -> Limits { Limits::default() }
+    /// # }
     /// let bad = LeaseConfig::new("Not_A_Namespace", "l", "a");
-    /// assert!(matches!(LeaderElector::new(sink.requests(), bad),
+    /// assert!(matches!(LeaderElector::new(Client::new(Nowhere), bad),
     ///                  Err(LeaseError::InvalidNamespace(_))));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(client: Client<T>, config: LeaseConfig) -> Result<Self, LeaseError> {
         config.validate()?;
@@ -336,7 +341,7 @@ fn jittered(period: Duration) -> Duration {
 /// Dropping it ends the task without giving the Lease up.
 ///
 /// ```no_run
-/// # async fn f(handle: kevents_http::lease::LeaderHandle) {
+/// # async fn f(handle: kevents_runtime::lease::LeaderHandle) {
 /// let mut changes = handle.changes();
 /// while changes.changed().await.is_ok() {
 ///     println!("leading: {}", *changes.borrow());
@@ -352,6 +357,17 @@ pub struct LeaderHandle {
 }
 
 impl LeaderHandle {
+    /// A handle whose leadership `leader` gives (no task): for tests of what runs over it.
+    #[cfg(test)]
+    pub(crate) fn for_tests(leader: watch::Receiver<bool>) -> Self {
+        LeaderHandle {
+            leader,
+            stop: watch::channel(false).0,
+            task: None,
+            last_error: Arc::new(Mutex::new(None)),
+        }
+    }
+
     /// Whether this candidate leads now (it holds the Lease and renewed it within the renew
     /// deadline).
     pub fn is_leader(&self) -> bool {

@@ -1,0 +1,309 @@
+use std::sync::{Arc, Mutex};
+
+use kevents_core::request::{
+    ChunkFuture, ChunkSource, Limits, Request, Response, StreamFuture, Transport, TransportFuture,
+};
+use serde_json::json;
+
+use super::*;
+
+/// A scripted apiserver: list answers and watch streams in order, every path asked for kept.
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<Script>>);
+
+#[derive(Default)]
+struct Script {
+    lists: VecDeque<Response>,
+    watches: VecDeque<(u16, Vec<Vec<u8>>)>,
+    paths: Vec<String>,
+}
+
+struct Chunks(VecDeque<Vec<u8>>, bool);
+
+impl ChunkSource for Chunks {
+    fn next_chunk(&mut self) -> ChunkFuture<'_> {
+        let next = self.0.pop_front();
+        let hang = next.is_none() && self.1;
+        Box::pin(async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            Ok(next)
+        })
+    }
+}
+
+impl Transport for Fake {
+    fn send(&self, request: Request) -> TransportFuture<'_> {
+        let mut s = self.0.lock().unwrap();
+        s.paths.push(request.path);
+        let answer = s.lists.pop_front().unwrap_or(Response {
+            code: 500,
+            ..Default::default()
+        });
+        Box::pin(async move { Ok(answer) })
+    }
+    fn limits(&self) -> Limits {
+        Limits::default()
+    }
+}
+
+impl StreamTransport for Fake {
+    fn open_lines(&self, request: StreamRequest) -> StreamFuture<'_> {
+        let mut s = self.0.lock().unwrap();
+        s.paths.push(request.path);
+        // Without a script: a watch that never says anything.
+        let (code, chunks, hang) = match s.watches.pop_front() {
+            Some((code, chunks)) => (code, chunks, false),
+            None => (200, Vec::new(), true),
+        };
+        Box::pin(async move {
+            Ok(LineStream::new(
+                code,
+                request.max_line_bytes,
+                Box::new(Chunks(chunks.into(), hang)),
+            ))
+        })
+    }
+}
+
+impl Fake {
+    fn list(&self, rv: &str, cont: &str, names: &[&str]) -> &Self {
+        let items: Vec<Value> = names
+            .iter()
+            .map(|n| json!({"metadata": {"name": n, "resourceVersion": "1"}}))
+            .collect();
+        let body = json!({"metadata": {"resourceVersion": rv, "continue": cont}, "items": items});
+        self.0.lock().unwrap().lists.push_back(Response {
+            code: 200,
+            body: serde_json::to_vec(&body).unwrap(),
+            ..Default::default()
+        });
+        self
+    }
+
+    fn watch(&self, code: u16, lines: &[Value]) -> &Self {
+        let chunks = lines
+            .iter()
+            .map(|l| {
+                let mut v = serde_json::to_vec(l).unwrap();
+                v.push(b'\n');
+                v
+            })
+            .collect();
+        self.0.lock().unwrap().watches.push_back((code, chunks));
+        self
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.0.lock().unwrap().paths.clone()
+    }
+}
+
+fn applied(name: &str, rv: &str) -> Value {
+    json!({"type": "ADDED", "object": {"metadata": {"name": name, "resourceVersion": rv}}})
+}
+
+fn config() -> WatchConfig {
+    WatchConfig::new("/api/v1/namespaces/a/events")
+        .with_page_size(2)
+        .with_watch_timeout(Duration::from_secs(60))
+}
+
+#[tokio::test(start_paused = true)]
+async fn lists_every_page_then_watches_from_the_lists_resource_version() {
+    let fake = Fake::default();
+    fake.list("10", "c1", &["x", "y"]).list("11", "", &["z"]);
+    fake.watch(
+        200,
+        &[
+            applied("w", "12"),
+            json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "13"}}}),
+        ],
+    );
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    assert_eq!(w.next().await, WatchEvent::ListStart { relist: false });
+    let mut names = Vec::new();
+    loop {
+        match w.next().await {
+            WatchEvent::Listed(o) => names.push(o["metadata"]["name"].as_str().unwrap().to_owned()),
+            WatchEvent::ListEnd { rv } => {
+                assert_eq!(rv, "11");
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(names, ["x", "y", "z"]);
+    assert!(matches!(w.next().await, WatchEvent::Applied { rv, .. } if rv == "12"));
+    assert_eq!(w.next().await, WatchEvent::Bookmark { rv: "13".into() });
+    // The server ends the watch after a minute: watch again from the bookmark.
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(w.next().await, WatchEvent::Restarted);
+    let paths = fake.paths();
+    assert_eq!(paths[0], "/api/v1/namespaces/a/events?limit=2");
+    assert_eq!(paths[1], "/api/v1/namespaces/a/events?limit=2&continue=c1");
+    assert!(paths[2].contains("watch=1") && paths[2].contains("resourceVersion=11"));
+    assert!(paths[2].contains("allowWatchBookmarks=true&timeoutSeconds=60"));
+    // The next watch (hanging) is opened from the bookmark.
+    let _ = timeout(Duration::from_secs(1), w.next()).await;
+    assert!(
+        fake.paths()[3].contains("resourceVersion=13"),
+        "{:?}",
+        fake.paths()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn gone_after_a_list_backs_off_and_gone_later_relists_at_once() {
+    let fake = Fake::default();
+    fake.list("10", "", &[]);
+    fake.watch(410, &[]);
+    fake.list("20", "", &[]);
+    fake.watch(200, &[applied("a", "21")]);
+    fake.watch(200, &[json!({"type": "ERROR", "object": {"code": 410}})]);
+    fake.list("30", "", &[]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    assert!(matches!(
+        w.next().await,
+        WatchEvent::ListStart { relist: false }
+    ));
+    assert!(matches!(w.next().await, WatchEvent::ListEnd { .. }));
+    match w.next().await {
+        WatchEvent::Failed {
+            error: WatchError::GoneAfterList,
+            retry_in,
+            failures: 1,
+        } => assert!(retry_in >= Duration::from_millis(400)),
+        other => panic!("{other:?}"),
+    }
+    let before = Instant::now();
+    assert_eq!(w.next().await, WatchEvent::ListStart { relist: true });
+    assert!(before.elapsed() >= Duration::from_millis(400), "it waited");
+    assert!(matches!(w.next().await, WatchEvent::ListEnd { rv } if rv == "20"));
+    assert!(matches!(w.next().await, WatchEvent::Applied { .. }));
+    // The server ends that watch; the next one says 410: the resourceVersion is old, list
+    // again without a pause.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert_eq!(w.next().await, WatchEvent::Restarted);
+    let before = Instant::now();
+    assert_eq!(w.next().await, WatchEvent::ListStart { relist: true });
+    assert_eq!(before.elapsed(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_ends_at_once_is_a_failure_with_a_pause() {
+    let fake = Fake::default();
+    fake.list("10", "", &[]);
+    for _ in 0..5 {
+        fake.watch(200, &[]);
+    }
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    w.next().await;
+    w.next().await;
+    let started = Instant::now();
+    for n in 1..=5u32 {
+        match w.next().await {
+            WatchEvent::Failed {
+                error: WatchError::ShortWatch(_),
+                failures,
+                ..
+            } => assert_eq!(failures, n),
+            other => panic!("{other:?}"),
+        }
+    }
+    // 0.4 + 0.8 + 1.6 + 3.2 s at least between the five tries.
+    assert!(
+        started.elapsed() >= Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    // Watched again from the list's resourceVersion each time, never listed again.
+    assert_eq!(
+        fake.paths()
+            .iter()
+            .filter(|p| !p.contains("watch=1"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cycling_continue_token_is_bounded() {
+    let fake = Fake::default();
+    for i in 0..40 {
+        fake.list("10", if i % 2 == 0 { "A" } else { "B" }, &["x"]);
+    }
+    let mut config = config();
+    config.max_list_pages = 10;
+    let mut w = Watcher::new(fake.clone(), config, None);
+    let mut listed = 0;
+    let error = loop {
+        match w.next().await {
+            WatchEvent::Listed(_) => listed += 1,
+            WatchEvent::Failed { error, .. } => break error,
+            _ => {}
+        }
+    };
+    assert!(matches!(error, WatchError::ListTooLong(_)), "{error}");
+    assert_eq!(listed, 10);
+    assert_eq!(fake.paths().len(), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_watch_is_dropped_after_its_timeout_and_the_idle_margin() {
+    let fake = Fake::default();
+    fake.list("10", "", &[]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    w.next().await;
+    w.next().await;
+    let started = Instant::now();
+    match w.next().await {
+        WatchEvent::Failed {
+            error: WatchError::Idle(d),
+            ..
+        } => assert_eq!(d, Duration::from_secs(90)),
+        other => panic!("{other:?}"),
+    }
+    // A quiet scope is not a failure before the server's timeoutSeconds and the margin.
+    assert_eq!(started.elapsed(), Duration::from_secs(90));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_start_resource_version_is_watched_first_and_a_refusal_is_forbidden() {
+    let fake = Fake::default();
+    let status = json!({"kind": "Status", "code": 403, "reason": "Forbidden", "message": "no"});
+    fake.0
+        .lock()
+        .unwrap()
+        .watches
+        .push_back((403, vec![serde_json::to_vec(&status).unwrap()]));
+    let mut w = Watcher::new(fake.clone(), config(), Some("42".into()));
+    match w.next().await {
+        WatchEvent::Failed {
+            error, retry_in, ..
+        } => {
+            assert!(error.is_forbidden(), "{error}");
+            assert!(retry_in >= Duration::from_secs(60));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.paths()[0].contains("resourceVersion=42"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_next_loses_no_listed_object() {
+    let fake = Fake::default();
+    fake.list("10", "", &["x", "y"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    assert!(matches!(w.next().await, WatchEvent::ListStart { .. }));
+    assert!(matches!(w.next().await, WatchEvent::Listed(_)));
+    // A select! that took another branch.
+    tokio::select! {
+        biased;
+        _ = std::future::ready(()) => {}
+        _ = w.next() => panic!("not polled"),
+    }
+    assert!(matches!(w.next().await, WatchEvent::Listed(o) if o["metadata"]["name"] == "y"));
+    assert!(matches!(w.next().await, WatchEvent::ListEnd { .. }));
+}
