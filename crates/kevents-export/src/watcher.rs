@@ -113,16 +113,17 @@ pub(crate) async fn run_scope<T: StreamTransport>(
             WatchEvent::Restarted => Item::WatchRestart,
             WatchEvent::Failed {
                 error,
+                verb,
                 retry_in,
                 failures,
             } => {
                 let error = error.to_string();
                 let retry_ms = retry_in.as_millis() as u64;
                 if failures == 1 || failures.is_multiple_of(10) {
-                    tracing::warn!(scope, namespace = %cfg.namespace, %error, retry_ms, failures,
+                    tracing::warn!(scope, namespace = %cfg.namespace, verb, %error, retry_ms, failures,
                         "watch scope failed, retrying");
                 } else {
-                    tracing::debug!(scope, namespace = %cfg.namespace, %error, retry_ms, failures,
+                    tracing::debug!(scope, namespace = %cfg.namespace, verb, %error, retry_ms, failures,
                         "watch scope failed, retrying");
                 }
                 Item::Failed { error }

@@ -96,6 +96,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod sink;
+mod stream;
 // Above the sink: the recorder built on it.
 mod recorder;
 
@@ -110,6 +111,37 @@ mod recorder;
 /// # Ok(()) }
 /// ```
 pub use kevents_actors::terminated;
+
+/// Leader election for kube-rs controllers over their own `kube::Client` (kevents-runtime's,
+/// through [`KubeSink`]): client-go's Lease elector ([`LeaderElector`](leader::LeaderElector))
+/// and the lead-or-stand-by loop ([`run_while_leading`](leader::run_while_leading)) that runs
+/// a controller only while it leads. `docs/kube-rs.md` has the pattern with
+/// `kube::runtime::Controller`.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use kevents_kube::KubeSink;
+/// use kevents_kube::leader::{LeaderElector, LeaseConfig, run_while_leading};
+/// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = kube::Client::try_default().await?;
+/// let config = LeaseConfig::new("default", "my-controller", "pod-a");
+/// let handle = LeaderElector::new(KubeSink::new(client).requests(), config)?.spawn();
+/// let shutdown = async { let _ = kevents_kube::terminated().await; };
+/// run_while_leading(&handle, shutdown, Duration::ZERO, |term| async move {
+///     term.lost().await; // run the controller here
+///     Ok::<(), kube::Error>(())
+/// })
+/// .await?;
+/// handle.release().await?;
+/// # Ok(()) }
+/// ```
+pub mod leader {
+    pub use kevents_runtime::lead::{LeadError, Term, Terms, run_while_leading};
+    pub use kevents_runtime::lease::{
+        DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElector,
+        LeaderHandle, LeaseConfig, LeaseError,
+    };
+}
 /// Why a list of events failed: kevents-core's request layer's, the same type as
 /// `kevents_http::ListError`.
 ///

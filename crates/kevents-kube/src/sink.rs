@@ -94,7 +94,7 @@ impl std::fmt::Debug for KubeSink {
 
 /// `kube::Error` of a request that got no answer, as a [`SinkError`]. Authentication errors
 /// are reported without their text: an exec plugin's failure message quotes its output.
-fn kube_error(e: &kube::Error) -> SinkError {
+pub(crate) fn kube_error(e: &kube::Error) -> SinkError {
     match e {
         kube::Error::Auth(_) => SinkError::Transport(
             "the kube client could not authenticate the request (details withheld: they may quote credential plugin output)".into(),

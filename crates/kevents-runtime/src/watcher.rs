@@ -227,6 +227,8 @@ pub enum WatchEvent {
     Failed {
         /// Why.
         error: WatchError,
+        /// What failed: `"list"` or `"watch"`.
+        verb: &'static str,
         /// The pause before the next try.
         retry_in: Duration,
         /// Failures in a row, this one included.
@@ -430,6 +432,10 @@ impl<T: StreamTransport> Watcher<T> {
         // A list that failed lists again; a watch that failed watches again from the last
         // resourceVersion (still good unless the server says 410), except right after a list.
         let list = self.rv.is_empty() || matches!(error, WatchError::GoneAfterList);
+        let verb = match self.state {
+            State::Listing { .. } => "list",
+            _ => "watch",
+        };
         self.pending.clear();
         self.state = State::Due {
             at: Instant::now() + retry_in,
@@ -437,6 +443,7 @@ impl<T: StreamTransport> Watcher<T> {
         };
         WatchEvent::Failed {
             error,
+            verb,
             retry_in,
             failures: self.backoff.failures(),
         }

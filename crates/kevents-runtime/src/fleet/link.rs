@@ -208,12 +208,13 @@ impl<T: StreamTransport> Link<T> {
             WatchEvent::Bookmark { .. } | WatchEvent::Restarted => {}
             WatchEvent::Failed {
                 error,
+                verb,
                 retry_in,
                 failures,
             } => {
                 self.listing = None;
                 let warn = failures == 1 || failures.is_multiple_of(10);
-                let e = self.read_error(error);
+                let e = self.read_error(error, verb);
                 self.log_failure(&e, "read", retry_in, warn, failures);
                 self.note(Some(e));
             }
@@ -221,11 +222,11 @@ impl<T: StreamTransport> Link<T> {
     }
 
     /// A failed read as the handle reports it: 401/403 [`LeaseError::Forbidden`].
-    fn read_error(&self, error: WatchError) -> LeaseError {
+    fn read_error(&self, error: WatchError, verb: &'static str) -> LeaseError {
         match error {
             WatchError::Request(source) if matches!(source.code(), Some(401 | 403)) => {
                 LeaseError::Forbidden {
-                    verb: "watch",
+                    verb,
                     namespace: self.lease.namespace.clone(),
                     name: self.lease.name.clone(),
                     source,

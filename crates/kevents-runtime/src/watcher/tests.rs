@@ -172,6 +172,7 @@ async fn gone_after_a_list_backs_off_and_gone_later_relists_at_once() {
     match w.next().await {
         WatchEvent::Failed {
             error: WatchError::GoneAfterList,
+            verb: "watch",
             retry_in,
             failures: 1,
         } => assert!(retry_in >= Duration::from_millis(400)),
@@ -241,7 +242,10 @@ async fn a_cycling_continue_token_is_bounded() {
     let error = loop {
         match w.next().await {
             WatchEvent::Listed(_) => listed += 1,
-            WatchEvent::Failed { error, .. } => break error,
+            WatchEvent::Failed { error, verb, .. } => {
+                assert_eq!(verb, "list");
+                break error;
+            }
             _ => {}
         }
     };
