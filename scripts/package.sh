@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Packages every published crate (kevents-core, kevents-actors, kevents-http, kevents-sim, kevents-export,
-# kevents-kube and the kevents facade) as `cargo publish` would, and verifies that each .crate
+# Packages every published crate (kevents-core, kevents-actors, kevents-runtime, kevents-http,
+# kevents-sim, kevents-export, kevents-kube and the kevents facade) as `cargo publish` would, and verifies that each .crate
 # builds on its own: Cargo packages the workspace members together, in dependency order, and builds the
 # dependents against the freshly packaged dependencies through a local registry overlay, so
 # nothing has to be on crates.io yet. kevents-testkit and kevents-cli are `publish = false`.
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 # kube) needs its Kubernetes version from the environment; a final binary picks its own.
 export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.37}"
 
-crates=(kevents-core kevents-actors kevents-http kevents-sim kevents-kube kevents-export kevents)
+crates=(kevents-core kevents-actors kevents-runtime kevents-http kevents-sim kevents-kube kevents-export kevents)
 # The first `version = ` of the root manifest is [workspace.package]'s, shared by all crates.
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 

@@ -24,8 +24,9 @@ esac
 if ! rustup run "$TOOLCHAIN" rustdoc --version >/dev/null 2>&1; then
     rustup toolchain install "$TOOLCHAIN" --profile minimal >/dev/null
 fi
-# A target directory of its own: the nightly's artifacts do not evict the stable build's.
-export CARGO_TARGET_DIR="${KEVENTS_CARGO_TARGET:-${CARGO_TARGET_DIR:-target}}-public-api"
+# A target directory of its own (inside the build's, so the tree stays clean): the nightly's
+# artifacts do not evict the stable build's.
+export CARGO_TARGET_DIR="${KEVENTS_CARGO_TARGET:-${CARGO_TARGET_DIR:-target}}/public-api"
 # The sinks' crates leave the Kubernetes version to the final build; pick one for the docs.
 export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.34}"
 
@@ -33,6 +34,7 @@ export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.34}"
 crates=(
     "kevents-core|"
     "kevents-actors|"
+    "kevents-runtime|"
     "kevents-http|"
     "kevents-kube|"
     "kevents-sim|"

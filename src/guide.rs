@@ -15,6 +15,8 @@ pub mod semantics {}
 pub mod compatibility {}
 #[doc = include_str!("../docs/http.md")]
 pub mod http {}
+#[doc = include_str!("../docs/runtime.md")]
+pub mod runtime {}
 #[doc = include_str!("../docs/events-v1.md")]
 pub mod events_v1 {}
 #[cfg_attr(feature = "kube-client", doc = include_str!("../docs/kube-rs.md"))]

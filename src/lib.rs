@@ -191,8 +191,8 @@ pub use kevents_sim::MemoryApiServer;
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub use kevents_http as http;
 
-/// kube-rs interop: [`KubeSink`](kevents_kube::KubeSink) (both event APIs over an existing
-/// `kube::Client`), [`Recorder`](kevents_kube::Recorder), a drop-in for
+/// kube-rs interop: [its sink `KubeSink`](kevents_kube::KubeSink) (both event APIs over an
+/// existing `kube::Client`), leader election for controllers (`kube_client::leader`), [`Recorder`](kevents_kube::Recorder), a drop-in for
 /// `kube::runtime::events::Recorder` backed by this pipeline, and its
 /// [`FakeRecorder`](kevents_kube::FakeRecorder) ([the kube-rs page](guide::kube_rs)).
 #[cfg(feature = "kube-client")]

@@ -1,7 +1,7 @@
 //! Serving the pipeline's metrics to Prometheus (feature `prometheus`).
 //!
 //! kevents counts through the [`metrics`](https://docs.rs/metrics) facade (every metric is in
-//! `docs/metrics.md` and in [`stats`](crate::actors::stats)). [`install`] makes a
+//! `docs/metrics.md` and in [`StatsSnapshot`](crate::actors::StatsSnapshot)). [`install`] makes a
 //! `metrics-exporter-prometheus` recorder the process's global recorder, describes every
 //! kevents metric to it and serves the Prometheus text format over HTTP on an address of
 //! your choice, from a thread of its own (it works the same from `actix::main`,

@@ -1,4 +1,4 @@
-//! What a fleet's link writes, given the Lease as last read: the decision ([`decide`]) and the
+//! What a fleet's link writes, given the Lease as last read: the decision ([`write_step`]) and the
 //! bodies of a create and an update; the law a Lease holds ([`law_of`]). No I/O.
 
 use kevents_core::fleet::{FLEET_LAW_ANNOTATION, FleetLaw, FleetLawError};
@@ -19,7 +19,7 @@ pub(super) enum WriteStep {
 }
 
 /// The decision for `proposal` given `lease`, the Lease as last read (`None`: there is none).
-pub(super) fn decide(lease: Option<&Value>, proposal: &FleetLaw) -> WriteStep {
+pub(super) fn write_step(lease: Option<&Value>, proposal: &FleetLaw) -> WriteStep {
     let Some(lease) = lease else {
         return WriteStep::Create;
     };
@@ -87,7 +87,7 @@ fn take_object(map: &mut Map<String, Value>, key: &str) -> Map<String, Value> {
 }
 
 /// A Lease's `metadata.resourceVersion` (empty if absent).
-pub(super) fn resource_version(object: &Value) -> &str {
+pub(super) fn rv_of(object: &Value) -> &str {
     object["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or_default()
@@ -100,8 +100,8 @@ pub(super) fn is_older(current: Option<&Value>, incoming: &Value) -> bool {
         return false;
     };
     match (
-        resource_version(current).parse::<u64>(),
-        resource_version(incoming).parse::<u64>(),
+        rv_of(current).parse::<u64>(),
+        rv_of(incoming).parse::<u64>(),
     ) {
         (Ok(c), Ok(i)) => i < c,
         _ => false,
@@ -136,37 +136,46 @@ mod tests {
 
     #[test]
     fn no_lease_is_created() {
-        assert_eq!(decide(None, &law(1, 5.0)), WriteStep::Create);
+        assert_eq!(write_step(None, &law(1, 5.0)), WriteStep::Create);
     }
 
     #[test]
     fn a_lease_of_the_same_or_a_higher_epoch_is_kept() {
         let stored = law(2, 8.0);
         let lease = lease_with(Some(&stored.to_annotation()));
-        assert_eq!(decide(Some(&lease), &law(2, 5.0)), WriteStep::Keep(stored));
-        assert_eq!(decide(Some(&lease), &law(1, 5.0)), WriteStep::Keep(stored));
-        assert_eq!(decide(Some(&lease), &law(3, 5.0)), WriteStep::Update);
+        assert_eq!(
+            write_step(Some(&lease), &law(2, 5.0)),
+            WriteStep::Keep(stored)
+        );
+        assert_eq!(
+            write_step(Some(&lease), &law(1, 5.0)),
+            WriteStep::Keep(stored)
+        );
+        assert_eq!(write_step(Some(&lease), &law(3, 5.0)), WriteStep::Update);
     }
 
     #[test]
     fn a_lease_without_a_valid_law_is_updated() {
         assert_eq!(
-            decide(Some(&lease_with(None)), &law(1, 5.0)),
+            write_step(Some(&lease_with(None)), &law(1, 5.0)),
             WriteStep::Update
         );
         assert_eq!(
-            decide(Some(&lease_with(Some("garbage"))), &law(1, 5.0)),
+            write_step(Some(&lease_with(Some("garbage"))), &law(1, 5.0)),
             WriteStep::Update
         );
         let negative = r#"{"epoch":9,"phase":"Adapted","from":-1,"sinceMicros":0}"#;
         assert_eq!(
-            decide(Some(&lease_with(Some(negative))), &law(1, 5.0)),
+            write_step(Some(&lease_with(Some(negative))), &law(1, 5.0)),
             WriteStep::Update
         );
         let mut not_a_string = lease_with(None);
         not_a_string["metadata"]["annotations"] = json!({ FLEET_LAW_ANNOTATION: 3 });
         assert!(matches!(law_of(&not_a_string), Some(Err(_))));
-        assert_eq!(decide(Some(&not_a_string), &law(1, 5.0)), WriteStep::Update);
+        assert_eq!(
+            write_step(Some(&not_a_string), &law(1, 5.0)),
+            WriteStep::Update
+        );
     }
 
     #[test]
@@ -179,7 +188,7 @@ mod tests {
         assert_eq!(law_of(&created), Some(Ok(l)));
 
         let updated = updated_fleet_lease(&lease_with(Some("garbage")), "pod-a", &l);
-        assert_eq!(resource_version(&updated), "7");
+        assert_eq!(rv_of(&updated), "7");
         assert_eq!(updated["kind"], "Lease");
         assert_eq!(updated["spec"]["holderIdentity"], "pod-a");
         assert_eq!(updated["spec"]["leaseDurationSeconds"], 3);

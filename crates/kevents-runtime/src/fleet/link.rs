@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
-use super::body::{WriteStep, decide, is_older, law_of, new_fleet_lease, updated_fleet_lease};
+use super::body::{WriteStep, is_older, law_of, new_fleet_lease, updated_fleet_lease, write_step};
 use super::{FleetLease, MAX_WRITE_ATTEMPTS};
 use crate::backoff::{Backoff, unit_random};
 use crate::lease::LeaseError;
@@ -314,11 +314,11 @@ impl<T: StreamTransport> Link<T> {
     }
 
     /// Writes `law` if the Lease does not hold a law of its epoch or a higher one: see
-    /// [`decide`]; a 409 (or a 404 on update) reads the Lease again (kept, to be observed:
+    /// [`write_step`]; a 409 (or a 404 on update) reads the Lease again (kept, to be observed:
     /// [`Link::fresh`]) and decides again.
     async fn write(&mut self, law: &FleetLaw) -> Result<Written, LeaseError> {
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            let (method, verb, body) = match decide(self.object.as_ref(), law) {
+            let (method, verb, body) = match write_step(self.object.as_ref(), law) {
                 WriteStep::Keep(stored) => return Ok(Written::Kept(stored)),
                 WriteStep::Create => (Method::Post, "create", new_fleet_lease(&self.lease, law)),
                 WriteStep::Update => {

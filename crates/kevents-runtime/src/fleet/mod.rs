@@ -1,6 +1,5 @@
 //! [`FleetLease`]: the link that keeps a fleet's write law
-//! ([`FleetLaw`](kevents_core::fleet::FleetLaw), its types and constants in
-//! [`kevents_core::fleet`]) in one coordination.k8s.io/v1 Lease, between a [`FleetMember`]
+//! (`FleetLaw`: its types and constants are in [`kevents_core::fleet`]) in one coordination.k8s.io/v1 Lease, between a [`FleetMember`]
 //! (a write budget) and the apiserver, as a tokio task ([`FleetLeaseHandle`]).
 //!
 //! Files: `mod.rs` (the link's configuration, [`FleetLease::spawn`], the handle), `body.rs`
@@ -43,7 +42,7 @@ pub const MAX_WRITE_ATTEMPTS: u32 = 3;
 /// the member ([`FleetMember::adopt`]; the same law is not given twice in a row, nor the
 /// member's own proposal back to it). Meanwhile it awaits
 /// the member's next law ([`FleetMember::proposal`]) and writes it after a random wait of up
-/// to [`FLEET_WRITE_SPREAD`] (another member's write of that epoch, seen meanwhile, spares
+/// to [`FLEET_WRITE_SPREAD`](kevents_core::fleet::FLEET_WRITE_SPREAD) (another member's write of that epoch, seen meanwhile, spares
 /// it the request): a new Lease (`POST`) when
 /// there is none; nothing when the Lease already holds a law of the same or a higher epoch
 /// (the member adopts that one instead); else the Lease as last read with the law replaced
@@ -52,7 +51,7 @@ pub const MAX_WRITE_ATTEMPTS: u32 = 3;
 /// [`MAX_WRITE_ATTEMPTS`] times.
 ///
 /// Fields of the Lease used: `metadata.annotations["kevents.io/fleet-law"]`
-/// ([`FLEET_LAW_ANNOTATION`], the law's JSON, checked by [`FleetLaw::from_annotation`]: an
+/// ([`FLEET_LAW_ANNOTATION`](kevents_core::fleet::FLEET_LAW_ANNOTATION), the law's JSON, checked by [`FleetLaw::from_annotation`]: an
 /// invalid one is logged once and ignored, and replaced at the next write),
 /// `spec.holderIdentity` (the identity of the member that wrote the law, for people reading
 /// the Lease), `metadata.resourceVersion` (optimistic concurrency). Other fields are kept as
