@@ -175,6 +175,14 @@ pub const EXPORT_PROGRESS: Bound = Bound {
 };
 /// `kevents export --lease-duration`.
 pub const EXPORT_LEASE_DURATION: Bound = lease("--lease-duration");
+/// `kevents export --nats-replicas`.
+pub const EXPORT_NATS_REPLICAS: Bound = Bound {
+    command: "export",
+    flag: "--nats-replicas",
+    min: 1,
+    max: 5,
+    why: "replicas of the stream and bucket it creates: JetStream allows 1 to 5",
+};
 /// `kevents export --renew-deadline`.
 pub const EXPORT_RENEW_DEADLINE: Bound = lease("--renew-deadline");
 /// `kevents export --retry-period`.
@@ -184,7 +192,7 @@ pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 34] = [
+pub const ALL: [Bound; 35] = [
     DEMO_PACE_MS,
     DEMO_WIDTH,
     CORRELATOR_RUNS,
@@ -212,6 +220,7 @@ pub const ALL: [Bound; 34] = [
     EXPORT_LEASE_DURATION,
     EXPORT_RENEW_DEADLINE,
     EXPORT_RETRY_PERIOD,
+    EXPORT_NATS_REPLICAS,
     replay("--burst", 1, i32::MAX as u64),
     replay("--max-events", 1, i64::MAX as u64),
     replay("--max-interval", 1, i64::MAX as u64),
@@ -345,5 +354,6 @@ pub mod parse {
         export_lease_duration: EXPORT_LEASE_DURATION as u64;
         export_renew_deadline: EXPORT_RENEW_DEADLINE as u64;
         export_retry_period: EXPORT_RETRY_PERIOD as u64;
+        export_nats_replicas: EXPORT_NATS_REPLICAS as u64;
     }
 }

@@ -11,7 +11,7 @@ use kevents_export::{ExportConfig, JetStream, JetStreamConfig};
 use kevents_runtime::lead::{LeadError, run_while_leading};
 use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
-use crate::cluster;
+use crate::cluster::{self, Failure, FailureKind};
 
 /// Which view of the stored events to watch.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -34,9 +34,13 @@ pub struct ExportArgs {
     /// A namespace to watch (repeatable; default: the whole cluster).
     #[arg(long = "namespace", short = 'n')]
     pub namespaces: Vec<String>,
-    /// The NATS server.
+    /// The NATS servers, comma-separated (`nats://a:4222,nats://b:4222`), as NATS clients
+    /// take them: the client connects to one and fails over to the others.
     #[arg(long, default_value = "nats://127.0.0.1:4222")]
     pub nats: String,
+    /// Replicas of the stream and bucket when they are created (a JetStream cluster: 3).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::export_nats_replicas)]
+    pub nats_replicas: u64,
     /// The JetStream stream (created if missing; subjects `{stream}.{namespace}`, resume
     /// point in the key-value bucket `{stream}-resume`).
     #[arg(long, default_value = "export")]
@@ -101,10 +105,25 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let nats = kevents_export::async_nats::connect(args.nats.as_str())
+    let servers = nats_servers(&args.nats)?;
+    let shown = servers
+        .iter()
+        .map(|s| format!("{}:{}", s.host(), s.port()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nats = kevents_export::async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(5))
+        .connect(servers)
         .await
-        .with_context(|| format!("connecting to NATS at {}", args.nats))?;
-    let js = JetStream::open(nats, JetStreamConfig::new(&args.stream)).await?;
+        .with_context(|| format!("connecting to NATS at {shown}"))?;
+    let mut js_config = JetStreamConfig::new(&args.stream);
+    js_config.replicas = args.nats_replicas as usize;
+    if let Some(identity) = &args.identity {
+        js_config.identity = identity.clone();
+    }
+    let js = JetStream::open(nats, js_config)
+        .await
+        .map_err(store_failure)?;
     let config = ExportConfig {
         api: match args.api {
             WatchApi::Core => kevents_export::Api::CoreV1,
@@ -117,7 +136,9 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     };
     let stop = Stop::on_signals();
     if !args.leader_elect {
-        let stats = kevents_export::run(apiserver, config, js.clone(), js, stop.wait()).await?;
+        let stats = kevents_export::run(apiserver, config, js.clone(), js, stop.wait())
+            .await
+            .map_err(store_failure)?;
         eprintln!(
             "export: stopped after {} records, {} occurrences",
             stats.records, stats.occurrences
@@ -132,6 +153,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             std::process::id()
         ),
     };
+    let lease_duration = Duration::from_secs(args.lease_duration);
     let lease = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity)
         .with_durations(
             Duration::from_secs(args.lease_duration),
@@ -160,11 +182,42 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             metrics::counter!("kevents_export_leader_changes_total").increment(1);
             metrics::gauge!("kevents_export_leader").set(1.0);
             eprintln!("export: {identity} leads; exporting from the resume point");
-            let stats = kevents_export::run(apiserver, config, js.clone(), js, term.lost()).await;
+            loop {
+                let stats = kevents_export::run(
+                    apiserver.clone(),
+                    config.clone(),
+                    js.clone(),
+                    js.clone(),
+                    term.lost(),
+                )
+                .await;
+                let stats = match stats {
+                    Ok(stats) => stats,
+                    // The history's store refused this replica's write: another one wrote
+                    // since this term began (this replica was deposed while it could not
+                    // tell, e.g. frozen past its Lease). Stand by until the elector agrees;
+                    // if it still says this replica leads after a lease duration, begin
+                    // again (a term's start fences the other writer).
+                    Err(e) if e.is_fenced() => {
+                        metrics::counter!("kevents_export_fenced_total").increment(1);
+                        eprintln!(
+                            "export: {identity} was fenced off the stream ({e}); standing by"
+                        );
+                        tokio::select! {
+                            _ = term.lost() => break,
+                            _ = tokio::time::sleep(lease_duration) => continue,
+                        }
+                    }
+                    Err(e) => {
+                        metrics::gauge!("kevents_export_leader").set(0.0);
+                        return Err(e);
+                    }
+                };
+                records.set(records.get() + stats.records);
+                occurrences.set(occurrences.get() + stats.occurrences);
+                break;
+            }
             metrics::gauge!("kevents_export_leader").set(0.0);
-            let stats = stats?;
-            records.set(records.get() + stats.records);
-            occurrences.set(occurrences.get() + stats.occurrences);
             if !stop.is_set() {
                 eprintln!("export: {identity} lost the Lease; standing by");
             }
@@ -177,7 +230,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     }
     match led {
         Ok(_) => {}
-        Err(LeadError::Work(e)) => return Err(e.into()),
+        Err(LeadError::Work(e)) => return Err(store_failure(e)),
         Err(e @ LeadError::ElectorEnded(_)) => anyhow::bail!("{e}"),
     }
     eprintln!(
@@ -186,6 +239,39 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         occurrences.get()
     );
     Ok(())
+}
+
+/// The servers of `--nats`, comma-separated; a malformed one is a usage error (exit 2) that
+/// names it without its credentials.
+fn nats_servers(list: &str) -> anyhow::Result<Vec<kevents_export::async_nats::ServerAddr>> {
+    let mut out = Vec::new();
+    for (i, item) in list.split(',').map(str::trim).enumerate() {
+        let addr = item
+            .parse::<kevents_export::async_nats::ServerAddr>()
+            .map_err(|e| {
+                Failure::new(
+                    FailureKind::Config,
+                    format!(
+                        "--nats: server {} of the list is not a NATS URL: {e}",
+                        i + 1
+                    ),
+                )
+            })?;
+        out.push(addr);
+    }
+    Ok(out)
+}
+
+/// An export error as the command's failure: the history's store (deleted, unfit, fenced)
+/// exits 6 (docs/export.md).
+fn store_failure(e: kevents_export::ExportError) -> anyhow::Error {
+    use kevents_export::ExportError;
+    match e {
+        ExportError::Store(_) | ExportError::Fenced(_) => {
+            Failure::new(FailureKind::Store, e.to_string()).into()
+        }
+        e => e.into(),
+    }
 }
 
 /// How long a term's export may take, once the Lease is lost, to finish the record being

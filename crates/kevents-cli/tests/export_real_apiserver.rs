@@ -197,8 +197,11 @@ fn check(
         if !seen.insert((r.uid.clone(), r.count)) {
             return Err(format!("({}, {}) appears twice", r.uid, r.count));
         }
-        if subject != &format!("export.{}", r.namespace) {
-            return Err(format!("record of {} on subject {subject}", r.namespace));
+        if subject != &format!("export.{}.{}", r.namespace, r.uid) {
+            return Err(format!(
+                "record of {}/{} on subject {subject}",
+                r.namespace, r.uid
+            ));
         }
         *sums.entry(&r.uid).or_default() += r.delta;
     }
@@ -270,6 +273,33 @@ async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
     kevents_export::jetstream::read_all(js.context(), "export")
         .await
         .expect("reading the stream")
+}
+
+/// The stream read message by message: how many terms began (markers), and the records
+/// whose writer is not the writer of the last marker before them (sequence, writer, term's).
+async fn fenced_writers(nats: &str) -> (usize, Vec<(u64, String, String)>) {
+    let client = kevents_export::async_nats::connect(nats)
+        .await
+        .expect("NATS");
+    let context = kevents_export::async_nats::jetstream::new(client);
+    let mut stream = context.get_stream("export").await.expect("stream");
+    let last = stream.info().await.expect("info").state.last_sequence;
+    let (mut terms, mut term_writer, mut wrong) = (0, String::new(), Vec::new());
+    for seq in 1..=last {
+        let m = stream.get_raw_message(seq).await.expect("a message");
+        let writer = m
+            .headers
+            .get(kevents_export::jetstream::WRITER_HEADER)
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default();
+        if m.subject.ends_with("._fence") {
+            terms += 1;
+            term_writer = writer;
+        } else if writer != term_writer {
+            wrong.push((seq, writer, term_writer.clone()));
+        }
+    }
+    (terms, wrong)
 }
 
 /// Waits until the stream matches the stored events (or panics with the last difference).
@@ -511,6 +541,106 @@ kevents_testkit::real_apiserver_tests! {
                 signal(&child, nix::sys::signal::Signal::SIGTERM);
                 let status = child.wait().expect("waiting for export");
                 assert!(status.success(), "export after SIGTERM: {status}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_holder_frozen_past_its_lease_lands_nothing_after_the_takeover() {
+        let server = kevents_testkit::RealApiserver::start()
+            .expect("starting kube-apiserver")
+            .expect("kube-apiserver is provisioned");
+        let nats = Nats::start();
+        let logdir = tempfile::tempdir().expect("temporary directory");
+        let log = logdir.path().join("export.log");
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let sink = HttpSink::new(
+                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
+            )
+            .expect("sink");
+            let replica = |id: &str| {
+                spawn_export_with(
+                    &server.admin_kubeconfig,
+                    &nats.url,
+                    &log,
+                    None,
+                    &["--leader-elect", "--lease-name", "export-freeze", "--identity", id,
+                      "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"],
+                )
+            };
+            let holder = || async {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    if let Ok(body) = sink
+                        .requests()
+                        .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/export-freeze", 1 << 20)
+                        .await
+                    {
+                        let lease: Value = serde_json::from_slice(&body).expect("a Lease");
+                        if let Some(h) = lease["spec"]["holderIdentity"].as_str().filter(|h| !h.is_empty()) {
+                            return h.to_string();
+                        }
+                    }
+                    assert!(Instant::now() < deadline, "nobody took the Lease in 30 s");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            };
+            let mut replicas: HashMap<String, Child> = HashMap::new();
+            replicas.insert("fa".into(), replica("fa"));
+            replicas.insert("fb".into(), replica("fb"));
+            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
+            for ns in NAMESPACES {
+                for i in 0..6 {
+                    writer.create(ns, i, true).await;
+                    writer.create(ns, i, false).await;
+                }
+            }
+            // The external writer raises counts for 60 s; meanwhile the holder is frozen past
+            // its Lease three times and thawed after the other replica took over.
+            let started = Instant::now();
+            let mut round = 0u64;
+            let mut freezes = 0;
+            let mut frozen: Option<(String, Instant)> = None;
+            while started.elapsed() < Duration::from_secs(60) {
+                round += 1;
+                writer.raise_all(round).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let due = started.elapsed() > Duration::from_secs(5 + 18 * freezes);
+                match &frozen {
+                    None if freezes < 3 && due => {
+                        let h = holder().await;
+                        signal(&replicas[&h], nix::sys::signal::Signal::SIGSTOP);
+                        frozen = Some((h, Instant::now()));
+                        freezes += 1;
+                    }
+                    Some((h, since)) if since.elapsed() > Duration::from_secs(2) => {
+                        // Thawed once the other one holds the Lease and has exported a while
+                        // (its writes go on: the frozen one's watch has events waiting).
+                        if holder().await != *h && since.elapsed() > Duration::from_secs(8) {
+                            signal(&replicas[h], nix::sys::signal::Signal::SIGCONT);
+                            frozen = None;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(freezes, 3);
+            if let Some((h, _)) = frozen.take() {
+                signal(&replicas[&h], nix::sys::signal::Signal::SIGCONT);
+            }
+            let records = converge(&sink, &nats.url, &log).await;
+            assert!(records.len() > 100, "{} records", records.len());
+            // The fence: every record was written by the writer of the last term marker before
+            // it, so a thawed holder landed nothing after the next one began its term.
+            let (terms, mismatched) = fenced_writers(&nats.url).await;
+            assert!(terms >= 4, "{terms} terms began");
+            assert!(mismatched.is_empty(), "records written outside their writer's term: {mismatched:?}");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            for (_, mut child) in replicas {
+                signal(&child, nix::sys::signal::Signal::SIGTERM);
+                let status = child.wait().expect("waiting for export");
+                assert!(status.success(), "export after SIGTERM: {status}\n{text}");
             }
         });
     }

@@ -22,4 +22,24 @@ pub enum ExportError {
     /// The resume point could not be read or written.
     #[error("resume point: {0}")]
     Resume(String),
+    /// The history's store refused a write because another writer appended since this one
+    /// last did (a leader that was deposed while it could not tell: the fence, see
+    /// docs/export.md). Nothing was lost: the writer that holds the stream now continues.
+    #[error("fenced: {0}")]
+    Fenced(String),
+    /// The history's store is not what the export needs any more (the stream or its bucket
+    /// was deleted, or reconfigured so that it would drop records).
+    #[error("the history store: {0}")]
+    Store(String),
+}
+
+impl ExportError {
+    /// Whether another writer holds the history now ([`ExportError::Fenced`]): stand by.
+    ///
+    /// ```
+    /// assert!(kevents_export::ExportError::Fenced("x".into()).is_fenced());
+    /// ```
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, ExportError::Fenced(_))
+    }
 }

@@ -1,12 +1,15 @@
-//! [`JetStream`]: records into a NATS JetStream stream (a subject per namespace,
-//! `Nats-Msg-Id` = `uid:count`) and the resume point in a JetStream key-value bucket.
+//! [`JetStream`]: records into a NATS JetStream stream (a subject per event, every write
+//! fenced by the stream's last sequence, `Nats-Msg-Id` = `uid:count`); the stream is the
+//! resume point, the watch scopes' resourceVersions are in a JetStream key-value bucket.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::{self, consumer, kv, stream};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 
 use crate::store::{RecordSink, ResumePoint, ResumeStore};
 use crate::{ExportError, ExportRecord};
@@ -17,26 +20,37 @@ use crate::{ExportError, ExportRecord};
 /// let c = kevents_export::JetStreamConfig::new("export");
 /// assert_eq!(c.subject_prefix, "export");
 /// assert_eq!(c.bucket, "export-resume");
+/// assert_eq!(c.replicas, 1);
 /// ```
 #[derive(Debug, Clone)]
 pub struct JetStreamConfig {
     /// The stream's name (created if missing, with subjects `{subject_prefix}.>`).
     pub stream: String,
-    /// Records of namespace `ns` go to subject `{subject_prefix}.{ns}`.
+    /// Records of the event `uid` in namespace `ns` go to subject
+    /// `{subject_prefix}.{ns}.{uid}` (a subject per event: its last message is its last
+    /// exported count).
     pub subject_prefix: String,
-    /// The key-value bucket of the resume point (created if missing).
+    /// The key-value bucket of the watch scopes' resourceVersions (created if missing).
     pub bucket: String,
-    /// A new stream's duplicate window: a record delivered again within it is stored once.
+    /// A new stream's duplicate window: a second line of defence (the fence decides whether a
+    /// record is stored, whatever the window).
     pub duplicate_window: Duration,
-    /// How long a uid's resume entry outlives its last record: longer than the apiserver's
-    /// `--event-ttl` (1 h by default), or a later occurrence of an event whose entry expired
-    /// would be exported with its whole count again.
+    /// Records older than this are not loaded back as live events' counts (their events have
+    /// expired from the apiserver: its `--event-ttl` is 1 h by default).
     pub resume_ttl: Duration,
+    /// Replicas of a stream and bucket this creates (a clustered JetStream: 3).
+    pub replicas: usize,
+    /// Who writes (in the fence's term markers, for people reading the stream).
+    pub identity: String,
+    /// How long a write is retried while the server cannot be reached (a restart, a
+    /// failover) before the export fails.
+    pub unreachable_deadline: Duration,
 }
 
 impl JetStreamConfig {
-    /// Stream `stream`, subjects `{stream}.{namespace}`, bucket `{stream}-resume`, a 10-minute
-    /// duplicate window and a 3-hour resume TTL.
+    /// Stream `stream`, subjects `{stream}.{namespace}.{uid}`, bucket `{stream}-resume`, a
+    /// 10-minute duplicate window, a 3-hour resume TTL, one replica, 5 minutes of retries
+    /// while the server is unreachable.
     pub fn new(stream: &str) -> Self {
         JetStreamConfig {
             stream: stream.to_owned(),
@@ -44,25 +58,58 @@ impl JetStreamConfig {
             bucket: format!("{stream}-resume"),
             duplicate_window: Duration::from_secs(600),
             resume_ttl: Duration::from_secs(3 * 3600),
+            replicas: 1,
+            identity: format!(
+                "{}_{}",
+                kevents_core::events_v1::hostname(),
+                std::process::id()
+            ),
+            unreachable_deadline: Duration::from_secs(300),
         }
     }
 }
 
-/// A uid's resume entry in the bucket.
-#[derive(Debug, Serialize, Deserialize)]
-struct Entry {
-    /// Last exported count.
-    c: u64,
-    /// Namespace.
-    n: String,
-    /// A record begun and maybe not delivered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    p: Option<ExportRecord>,
+/// The header naming the writer of each record and term marker (`JetStreamConfig::identity`):
+/// with the fence, every record is written by the writer of the last marker before it.
+pub const WRITER_HEADER: &str = "Kevents-Writer";
+
+/// The subject token of a uid: itself when it is made of `[A-Za-z0-9_-]` (a UUID is), else
+/// each other byte as `~xx` (subjects split on `.` and treat `*`, `>` and spaces specially).
+fn uid_token(uid: &str) -> String {
+    if !uid.is_empty()
+        && uid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return uid.to_owned();
+    }
+    let mut out = String::with_capacity(uid.len() + 8);
+    if uid.is_empty() {
+        out.push('~');
+    }
+    for b in uid.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("~{b:02x}"));
+        }
+    }
+    out
 }
 
-/// Records into JetStream and the resume point in a JetStream key-value bucket: both a
-/// [`RecordSink`] and a [`ResumeStore`]. A record is published with `Nats-Msg-Id` =
-/// `uid:count` and returns when the stream acknowledged it.
+/// Records into JetStream, fenced, and the watch scopes' resourceVersions in a JetStream
+/// key-value bucket: both a [`RecordSink`] and a [`ResumeStore`].
+///
+/// **The stream is the resume point.** A record is published to its event's subject with
+/// `Nats-Expected-Last-Sequence` set to the stream's last sequence as this writer knows it:
+/// the server stores it only if nothing else was appended since. A writer begins its term
+/// ([`ResumeStore::load`]) by appending a marker (`{subject_prefix}._fence`), which refuses
+/// every later write of any earlier writer ([`ExportError::Fenced`]: a leader frozen past
+/// its Lease lands nothing once the next one began), then reads each event's last record
+/// (the stream's last message per subject) as the counts to continue from. A write whose
+/// answer was lost (a timeout, a server restart) is resolved by reading the stream, never by
+/// sending it blindly again: a record is stored once whatever the duplicate window
+/// (`Nats-Msg-Id` = `uid:count` stays, as a second line of defence).
 ///
 /// ```no_run
 /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
@@ -76,6 +123,9 @@ pub struct JetStream {
     context: jetstream::Context,
     kv: kv::Store,
     config: JetStreamConfig,
+    /// The stream's last sequence as this writer knows it (`None`: no term begun). Shared
+    /// by clones (the run uses one as sink, one as store).
+    fence: Arc<Mutex<Option<u64>>>,
 }
 
 fn nats(e: impl std::fmt::Display) -> ExportError {
@@ -91,23 +141,101 @@ fn rv_key(scope: &str) -> String {
     format!("rv.{scope}")
 }
 
+/// What became of a write whose answer did not say.
+enum Resolution {
+    /// It is in the stream at this sequence.
+    Stored(u64),
+    /// It is not; nothing else was appended either.
+    NotStored,
+    /// Something else was appended after the sequence this writer knew.
+    Fenced(u64),
+}
+
+/// Why an existing stream would not keep the history exactly (`None`: it would).
+fn unfit_stream(config: &JetStreamConfig, have: &stream::Config) -> Option<String> {
+    let want = format!("{}.>", config.subject_prefix);
+    let mut wrong = Vec::new();
+    if !have.subjects.iter().any(|s| *s == want || s == ">") {
+        wrong.push(format!(
+            "its subjects are {:?}, not {want:?}",
+            have.subjects
+        ));
+    }
+    if have.max_messages_per_subject > 0 {
+        wrong.push(format!(
+            "max_msgs_per_subject is {} (an event's earlier records would be dropped)",
+            have.max_messages_per_subject
+        ));
+    }
+    if (have.max_messages > 0 || have.max_bytes > 0) && have.discard == stream::DiscardPolicy::Old {
+        wrong.push(format!(
+            "max_msgs {} / max_bytes {} with discard old (records would be dropped silently)",
+            have.max_messages, have.max_bytes
+        ));
+    }
+    if !have.max_age.is_zero() && have.max_age < config.resume_ttl {
+        wrong.push(format!(
+            "max_age {:?} is shorter than the resume TTL {:?} (an event's last record could expire while the event lives)",
+            have.max_age, config.resume_ttl
+        ));
+    }
+    if have.storage == stream::StorageType::Memory {
+        wrong.push("storage is memory (a server restart loses the history)".into());
+    }
+    if have.sealed {
+        wrong.push("it is sealed".into());
+    }
+    if have.retention != stream::RetentionPolicy::Limits {
+        wrong.push(format!(
+            "its retention is {:?}, not limits (acknowledged records would be removed)",
+            have.retention
+        ));
+    }
+    (!wrong.is_empty()).then(|| {
+        format!(
+            "stream {:?} would not keep the history exactly: {}",
+            config.stream,
+            wrong.join("; ")
+        )
+    })
+}
+
 impl JetStream {
-    /// Opens (creating if missing) the stream and the bucket over a connected client.
+    /// Opens the stream and the bucket over a connected client, creating them if missing
+    /// (with [`JetStreamConfig::replicas`]); an existing stream whose configuration would drop
+    /// records (limits that discard, a per-subject limit, an age under the resume TTL, memory
+    /// storage, other subjects) is refused with [`ExportError::Store`] naming what differs.
     pub async fn open(
         client: async_nats::Client,
         config: JetStreamConfig,
     ) -> Result<Self, ExportError> {
         let context = jetstream::new(client);
-        context
-            .get_or_create_stream(stream::Config {
-                name: config.stream.clone(),
-                subjects: vec![format!("{}.>", config.subject_prefix)],
-                duplicate_window: config.duplicate_window,
-                storage: stream::StorageType::File,
-                ..Default::default()
-            })
-            .await
-            .map_err(nats)?;
+        let mut existing = context.get_stream(&config.stream).await.ok();
+        let info = match &mut existing {
+            Some(s) => Some(s.info().await.map_err(nats)?.config.clone()),
+            None => None,
+        };
+        match info {
+            Some(have) => {
+                if let Some(why) = unfit_stream(&config, &have) {
+                    return Err(ExportError::Store(why));
+                }
+            }
+            None => {
+                context
+                    .get_or_create_stream(stream::Config {
+                        name: config.stream.clone(),
+                        subjects: vec![format!("{}.>", config.subject_prefix)],
+                        duplicate_window: config.duplicate_window,
+                        storage: stream::StorageType::File,
+                        num_replicas: config.replicas.max(1),
+                        deny_delete: true,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(nats)?;
+            }
+        }
         // The bucket's stream as `create_key_value` makes it, created here: that call first
         // asks for the account's info, which nats-server 2.9 (Debian 12) answers in a shape
         // async-nats no longer decodes.
@@ -122,7 +250,7 @@ impl JetStream {
                 deny_delete: true,
                 allow_direct: true,
                 discard: stream::DiscardPolicy::New,
-                num_replicas: 1,
+                num_replicas: config.replicas.max(1),
                 ..Default::default()
             })
             .await
@@ -135,6 +263,7 @@ impl JetStream {
             context,
             kv,
             config,
+            fence: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -143,40 +272,287 @@ impl JetStream {
         &self.context
     }
 
-    async fn put(&self, key: &str, entry: &Entry) -> Result<(), ExportError> {
-        let bytes = serde_json::to_vec(entry).map_err(resume)?;
-        self.kv.put(key, Bytes::from(bytes)).await.map_err(resume)?;
-        Ok(())
+    /// The subject of an event's records.
+    pub fn subject_of(&self, namespace: &str, uid: &str) -> String {
+        format!(
+            "{}.{}.{}",
+            self.config.subject_prefix,
+            if namespace.is_empty() { "_" } else { namespace },
+            uid_token(uid)
+        )
+    }
+
+    fn fence(&self) -> Option<u64> {
+        *self.fence.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_fence(&self, seq: u64) {
+        *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = Some(seq);
+    }
+
+    /// The stream's last sequence, retried while the server cannot be reached (up to
+    /// [`JetStreamConfig::unreachable_deadline`]).
+    async fn last_sequence(&self) -> Result<u64, ExportError> {
+        let deadline = Instant::now() + self.config.unreachable_deadline;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let attempt = async {
+                let mut s = self.context.get_stream(&self.config.stream).await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                    s.info().await?.state.last_sequence,
+                )
+            };
+            match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+                Ok(Ok(last)) => return Ok(last),
+                Ok(Err(e)) if e.to_string().contains("stream not found") => {
+                    return Err(ExportError::Store(format!(
+                        "stream {:?} was deleted",
+                        self.config.stream
+                    )));
+                }
+                Ok(Err(e)) if Instant::now() >= deadline => {
+                    return Err(nats(format!("the stream could not be read: {e}")));
+                }
+                Err(_) if Instant::now() >= deadline => {
+                    return Err(nats("the stream could not be read: timed out"));
+                }
+                _ => {
+                    tracing::debug!(
+                        retry_ms = pause.as_millis() as u64,
+                        "NATS unreachable; reading the stream again"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Whether a write of `key` after sequence `expected` is in the stream: read back.
+    async fn resolve(&self, expected: u64, key: &str) -> Result<Resolution, ExportError> {
+        let last = self.last_sequence().await?;
+        if last == expected {
+            return Ok(Resolution::NotStored);
+        }
+        if last < expected {
+            return Err(ExportError::Store(format!(
+                "stream {:?} holds {last} messages, fewer than the {expected} this writer saw (purged or recreated)",
+                self.config.stream
+            )));
+        }
+        let s = self
+            .context
+            .get_stream(&self.config.stream)
+            .await
+            .map_err(nats)?;
+        match s.get_raw_message(expected + 1).await {
+            Ok(m) => {
+                let id = m
+                    .headers
+                    .get(async_nats::header::NATS_MESSAGE_ID)
+                    .map(|v| v.as_str().to_owned());
+                if id.as_deref() == Some(key) {
+                    Ok(Resolution::Stored(expected + 1))
+                } else {
+                    Ok(Resolution::Fenced(last))
+                }
+            }
+            Err(_) => Ok(Resolution::Fenced(last)),
+        }
+    }
+
+    /// Publishes `payload` to `subject` under the fence: stored once, or
+    /// [`ExportError::Fenced`]. Returns its sequence.
+    async fn publish_fenced(
+        &self,
+        subject: String,
+        key: &str,
+        payload: Bytes,
+    ) -> Result<u64, ExportError> {
+        // A writer whose resume point is elsewhere (not loaded from this stream) begins its
+        // term at its first write.
+        let mut expected = match self.fence() {
+            Some(seq) => seq,
+            None => self.begin_term().await?,
+        };
+        let deadline = Instant::now() + self.config.unreachable_deadline;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, key);
+            headers.insert(
+                async_nats::header::NATS_EXPECTED_LAST_SEQUENCE,
+                expected.to_string().as_str(),
+            );
+            headers.insert(WRITER_HEADER, self.config.identity.as_str());
+            let sent = async {
+                self.context
+                    .publish_with_headers(subject.clone(), headers, payload.clone())
+                    .await?
+                    .await
+            }
+            .await;
+            let error = match sent {
+                Ok(ack) if !ack.duplicate && ack.sequence == expected + 1 => {
+                    self.set_fence(ack.sequence);
+                    return Ok(ack.sequence);
+                }
+                // A duplicate (our earlier send landed) or an unexpected sequence: read back.
+                Ok(_) => None,
+                Err(e) => match e.kind() {
+                    PublishErrorKind::StreamNotFound => {
+                        return Err(ExportError::Store(format!(
+                            "no stream takes subject {subject:?} (stream {:?} deleted or reconfigured)",
+                            self.config.stream
+                        )));
+                    }
+                    _ => Some(e),
+                },
+            };
+            match self.resolve(expected, key).await? {
+                Resolution::Stored(seq) => {
+                    self.set_fence(seq);
+                    return Ok(seq);
+                }
+                Resolution::Fenced(last) => {
+                    return Err(ExportError::Fenced(format!(
+                        "stream {:?} was written by another writer (its last sequence is {last}, this writer's {expected}): this writer was deposed",
+                        self.config.stream
+                    )));
+                }
+                Resolution::NotStored => {
+                    if let Some(e) = &error
+                        && Instant::now() >= deadline
+                    {
+                        return Err(nats(format!(
+                            "no answer from NATS for {:?}: {e}",
+                            self.config.unreachable_deadline
+                        )));
+                    }
+                    tracing::debug!(error = ?error.map(|e| e.to_string()), "a record's write was not stored; sending it again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                    expected = self.fence().unwrap_or(expected);
+                }
+            }
+        }
+    }
+
+    /// Begins this writer's term: appends a marker after the stream's last message, so that
+    /// every later write of an earlier writer is refused.
+    async fn begin_term(&self) -> Result<u64, ExportError> {
+        for _ in 0..10 {
+            let last = self.last_sequence().await?;
+            let marker = serde_json::json!({
+                "identity": self.config.identity,
+                "after": last,
+                "at": kevents_core::Clock::now(&kevents_core::SystemClock).to_rfc3339_micros(),
+            });
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(
+                async_nats::header::NATS_EXPECTED_LAST_SEQUENCE,
+                last.to_string().as_str(),
+            );
+            headers.insert(WRITER_HEADER, self.config.identity.as_str());
+            let sent = async {
+                self.context
+                    .publish_with_headers(
+                        format!("{}._fence", self.config.subject_prefix),
+                        headers,
+                        Bytes::from(marker.to_string()),
+                    )
+                    .await?
+                    .await
+            }
+            .await;
+            match sent {
+                Ok(ack) => {
+                    self.set_fence(ack.sequence);
+                    return Ok(ack.sequence);
+                }
+                Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
+                    return Err(ExportError::Store(format!(
+                        "stream {:?} was deleted",
+                        self.config.stream
+                    )));
+                }
+                // Another writer appended meanwhile (or no answer): read the end again.
+                Err(e) => tracing::debug!(error = %e, "the term's marker was not stored; again"),
+            }
+        }
+        Err(ExportError::Fenced(format!(
+            "stream {:?}: another writer kept appending; this writer's term could not begin",
+            self.config.stream
+        )))
+    }
+
+    /// Each event's last record in the stream (the last message of each record subject),
+    /// those younger than the resume TTL.
+    async fn last_records(&self) -> Result<Vec<ExportRecord>, ExportError> {
+        let s = self
+            .context
+            .get_stream(&self.config.stream)
+            .await
+            .map_err(resume)?;
+        let consumer = s
+            .create_consumer(consumer::push::OrderedConfig {
+                deliver_subject: self.context.client().new_inbox(),
+                filter_subject: format!("{}.*.*", self.config.subject_prefix),
+                deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+                replay_policy: consumer::ReplayPolicy::Instant,
+                ..Default::default()
+            })
+            .await
+            .map_err(resume)?;
+        let mut out = Vec::new();
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(out);
+        }
+        let oldest = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+            - self.config.resume_ttl.as_secs() as i64;
+        let mut messages = consumer.messages().await.map_err(resume)?;
+        while let Some(m) = messages.next().await {
+            let m = m.map_err(resume)?;
+            let info = m.info().map_err(resume)?;
+            let (pending, published) = (info.pending, info.published.unix_timestamp());
+            if published >= oldest {
+                let record: ExportRecord = serde_json::from_slice(&m.payload).map_err(|e| {
+                    ExportError::Resume(format!("a record at {} is not one: {e}", m.subject))
+                })?;
+                out.push(record);
+            }
+            if pending == 0 {
+                break;
+            }
+        }
+        Ok(out)
     }
 }
 
 impl RecordSink for JetStream {
     async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
         let payload = serde_json::to_vec(record).map_err(nats)?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", record.key().as_str());
-        let subject = format!(
-            "{}.{}",
-            self.config.subject_prefix,
-            if record.namespace.is_empty() {
-                "_"
-            } else {
-                &record.namespace
-            }
-        );
-        self.context
-            .publish_with_headers(subject, headers, Bytes::from(payload))
-            .await
-            .map_err(nats)?
-            .await
-            .map_err(nats)?;
+        let subject = self.subject_of(&record.namespace, &record.uid);
+        self.publish_fenced(subject, &record.key(), Bytes::from(payload))
+            .await?;
         Ok(())
     }
 }
 
+/// The stream is the resume point: [`ResumeStore::load`] begins the term and reads each
+/// event's last record; a record's delivery is its commit (`begin`, `commit` and `forget`
+/// write nothing); the watch scopes' resourceVersions go to the bucket.
 impl ResumeStore for JetStream {
     async fn load(&mut self) -> Result<ResumePoint, ExportError> {
         let mut point = ResumePoint::default();
+        self.begin_term().await?;
+        for record in self.last_records().await? {
+            point
+                .counts
+                .insert(record.uid.clone(), (record.count, record.namespace.clone()));
+        }
         let mut info = self
             .context
             .get_stream(format!("KV_{}", self.config.bucket))
@@ -185,21 +561,15 @@ impl ResumeStore for JetStream {
         if info.info().await.map_err(resume)?.state.messages == 0 {
             return Ok(point);
         }
-        let mut watch = self.kv.watch_with_history(">").await.map_err(resume)?;
+        let mut watch = self.kv.watch_with_history("rv.>").await.map_err(resume)?;
         while let Some(entry) = watch.next().await {
             let entry = entry.map_err(resume)?;
             let last = entry.delta == 0;
-            if entry.operation == kv::Operation::Put {
-                if let Some(scope) = entry.key.strip_prefix("rv.") {
-                    let rv = String::from_utf8_lossy(&entry.value).into_owned();
-                    point.resource_versions.insert(scope.to_owned(), rv);
-                } else {
-                    let e: Entry = serde_json::from_slice(&entry.value).map_err(resume)?;
-                    if let Some(p) = e.p {
-                        point.pending.push(p);
-                    }
-                    point.counts.insert(entry.key, (e.c, e.n));
-                }
+            if entry.operation == kv::Operation::Put
+                && let Some(scope) = entry.key.strip_prefix("rv.")
+            {
+                let rv = String::from_utf8_lossy(&entry.value).into_owned();
+                point.resource_versions.insert(scope.to_owned(), rv);
             }
             if last {
                 break;
@@ -208,26 +578,16 @@ impl ResumeStore for JetStream {
         Ok(point)
     }
 
-    async fn begin(&mut self, record: &ExportRecord, previous: u64) -> Result<(), ExportError> {
-        let entry = Entry {
-            c: previous,
-            n: record.namespace.clone(),
-            p: Some(record.clone()),
-        };
-        self.put(&record.uid, &entry).await
+    async fn begin(&mut self, _record: &ExportRecord, _previous: u64) -> Result<(), ExportError> {
+        Ok(())
     }
 
-    async fn commit(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        let entry = Entry {
-            c: record.count,
-            n: record.namespace.clone(),
-            p: None,
-        };
-        self.put(&record.uid, &entry).await
+    async fn commit(&mut self, _record: &ExportRecord) -> Result<(), ExportError> {
+        Ok(())
     }
 
-    async fn forget(&mut self, uid: &str) -> Result<(), ExportError> {
-        self.kv.purge(uid).await.map_err(resume)
+    async fn forget(&mut self, _uid: &str) -> Result<(), ExportError> {
+        Ok(())
     }
 
     async fn save_resource_version(&mut self, scope: &str, rv: &str) -> Result<(), ExportError> {
@@ -239,8 +599,8 @@ impl ResumeStore for JetStream {
     }
 }
 
-/// Every record in `stream` (from its first message), for checks and tests: subject, and
-/// the record.
+/// Every record in `stream` (from its first message; the fence's term markers left out),
+/// for checks and tests: subject, and the record.
 ///
 /// ```no_run
 /// # async fn f(js: kevents_export::JetStream) -> Result<(), kevents_export::ExportError> {
@@ -262,6 +622,10 @@ pub async fn read_all(
     for seq in first..=last {
         match s.get_raw_message(seq).await {
             Ok(m) => {
+                // The fence's term markers (`{prefix}._fence`) are not records.
+                if m.subject.ends_with("._fence") {
+                    continue;
+                }
                 let r: ExportRecord = serde_json::from_slice(&m.payload).map_err(nats)?;
                 out.push((m.subject.to_string(), r));
             }

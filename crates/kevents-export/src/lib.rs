@@ -29,6 +29,6 @@ pub use async_nats;
 pub use error::ExportError;
 pub use jetstream::{JetStream, JetStreamConfig};
 pub use record::{Api, ExportRecord, Regarding};
-pub use run::{ExportConfig, ExportStats, run, scope_key};
+pub use run::{ExportConfig, ExportStats, Incomplete, run, scope_key};
 pub use store::{MemoryResume, RecordSink, ResumePoint, ResumeStore};
 pub use webhook::{IDEMPOTENCY_KEY, Webhook};

@@ -97,6 +97,30 @@ pub struct ExportStats {
     pub redelivered: u64,
     /// Live events known now.
     pub live: u64,
+    /// What the history could not keep exactly, by cause ([`Incomplete`]).
+    pub incomplete: Incomplete,
+}
+
+/// What the exported history could not keep exactly, by cause (docs/export.md,
+/// "Completeness"). Each occurrence is still in the history (deltas sum to the counts);
+/// what these say is which ones lost their own moment: they are in one record with others.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Incomplete {
+    /// Occurrences that happened before the export began: the first record of an event that
+    /// already had a count when a scope's first list (without a resume point) read it.
+    pub before_start: u64,
+    /// Occurrences read in a relist after a watch gap (410 Gone): coalesced across the gap.
+    pub watch_gap: u64,
+    /// Events that were deleted (or expired) while no watch was reading them: known before a
+    /// relist and absent from it; their last occurrences may never have been read.
+    pub deleted_unread: u64,
+}
+
+impl Incomplete {
+    /// Whether everything exported in the run kept its own record (all zero).
+    pub fn is_exact(&self) -> bool {
+        *self == Incomplete::default()
+    }
 }
 
 /// Per live event: its last exported count and namespace (an index into the interned
@@ -180,6 +204,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
         );
         stats.redelivered += 1;
     }
+    let point_rvs: HashSet<String> = point.resource_versions.keys().cloned().collect();
     let namespaces = if config.namespaces.is_empty() {
         vec![String::new()]
     } else {
@@ -212,6 +237,14 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
     drop(tx);
     let aborter = Aborter(tasks);
     let mut listing: HashMap<usize, HashSet<Box<str>>> = HashMap::new();
+    // Scopes without a resume point: their first list reads events older than the export.
+    let mut fresh: HashSet<usize> = (0..scopes.len())
+        .filter(|i| {
+            scopes
+                .get(*i)
+                .is_some_and(|(key, _)| !point_rvs.contains(key))
+        })
+        .collect();
     let mut unsaved: HashMap<usize, String> = HashMap::new();
     let mut last_save = Instant::now();
     let mut last_progress = Instant::now();
@@ -240,7 +273,10 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
                     &mut sink,
                     &mut store,
                     &mut stats,
-                    &mut listing,
+                    &mut Lists {
+                        listing: &mut listing,
+                        fresh: &mut fresh,
+                    },
                     &mut unsaved,
                     &scopes,
                 )
@@ -286,14 +322,17 @@ impl Drop for Aborter {
 
 fn progress(stats: &ExportStats, started: Instant) {
     eprintln!(
-        "export: {}s records={} occurrences={} live={} relists={} watch_restarts={} failures={}",
+        "export: {}s records={} occurrences={} live={} relists={} watch_restarts={} failures={} incomplete: before_start={} watch_gap={} deleted_unread={}",
         started.elapsed().as_secs(),
         stats.records,
         stats.occurrences,
         stats.live,
         stats.relists,
         stats.watch_restarts,
-        stats.failures
+        stats.failures,
+        stats.incomplete.before_start,
+        stats.incomplete.watch_gap,
+        stats.incomplete.deleted_unread
     );
 }
 
@@ -318,15 +357,19 @@ async fn handle<S: RecordSink, R: ResumeStore>(
     sink: &mut S,
     store: &mut R,
     stats: &mut ExportStats,
-    listing: &mut HashMap<usize, HashSet<Box<str>>>,
+    lists: &mut Lists<'_>,
     unsaved: &mut HashMap<usize, String>,
     scopes: &[(String, String)],
 ) -> Result<(), ExportError> {
+    let listing = &mut *lists.listing;
     match item {
         Item::ListStart { scope, relist } => {
             if relist {
                 stats.relists += 1;
                 metrics::counter!("kevents_export_relists_total").increment(1);
+                // Only the first list of a scope without a resume point reads what came
+                // before the export.
+                lists.fresh.remove(&scope);
             }
             listing.insert(scope, HashSet::new());
             // Nothing before the list's end may be saved as this scope's resume point.
@@ -334,10 +377,33 @@ async fn handle<S: RecordSink, R: ResumeStore>(
         }
         Item::Upsert { scope, object, rv } => {
             if let Some(record) = ExportRecord::from_object(config.api, &object) {
-                if let Some(seen) = listing.get_mut(&scope) {
-                    seen.insert(record.uid.clone().into_boxed_str());
+                let known = state.known.contains_key(record.uid.as_str());
+                let from = match listing.get_mut(&scope) {
+                    Some(seen) => {
+                        seen.insert(record.uid.clone().into_boxed_str());
+                        if lists.fresh.contains(&scope) && !known {
+                            From::BeforeStart
+                        } else {
+                            From::Gap
+                        }
+                    }
+                    None => From::Watch,
+                };
+                let delta = export(record, state, sink, store, stats).await?;
+                match from {
+                    From::BeforeStart => stats.incomplete.before_start += delta,
+                    From::Gap => stats.incomplete.watch_gap += delta,
+                    From::Watch => {}
                 }
-                export(record, state, sink, store, stats).await?;
+                if delta > 0 && from != From::Watch {
+                    let cause = if from == From::BeforeStart {
+                        "before_start"
+                    } else {
+                        "watch_gap"
+                    };
+                    metrics::counter!("kevents_export_incomplete_occurrences_total", "cause" => cause)
+                        .increment(delta);
+                }
             }
             if let Some(rv) = rv
                 && !listing.contains_key(&scope)
@@ -345,9 +411,14 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                 unsaved.insert(scope, rv);
             }
         }
-        Item::Deleted { scope, uid, rv } => {
-            if state.known.remove(uid.as_str()).is_some() {
-                store.forget(&uid).await?;
+        Item::Deleted { scope, object, rv } => {
+            // Its last state may carry occurrences not read yet: export them first.
+            if let Some(record) = ExportRecord::from_object(config.api, &object) {
+                let uid = record.uid.clone();
+                export(record, state, sink, store, stats).await?;
+                if state.known.remove(uid.as_str()).is_some() {
+                    store.forget(&uid).await?;
+                }
             }
             unsaved.insert(scope, rv);
         }
@@ -364,10 +435,16 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                 })
                 .map(|(uid, _)| uid.clone())
                 .collect();
+            if !gone.is_empty() {
+                stats.incomplete.deleted_unread += gone.len() as u64;
+                metrics::counter!("kevents_export_incomplete_events_total", "cause" => "deleted_unread")
+                    .increment(gone.len() as u64);
+            }
             for uid in gone {
                 state.known.remove(&uid);
                 store.forget(&uid).await?;
             }
+            lists.fresh.remove(&scope);
             unsaved.insert(scope, rv);
         }
         Item::Bookmark { scope, rv } => {
@@ -386,17 +463,36 @@ async fn handle<S: RecordSink, R: ResumeStore>(
     Ok(())
 }
 
-/// Delivers `record` if it carries occurrences no earlier record of its uid did.
+/// The lists in progress per scope (the uids they read), and the scopes whose first list
+/// reads events older than the export.
+struct Lists<'a> {
+    listing: &'a mut HashMap<usize, HashSet<Box<str>>>,
+    fresh: &'a mut HashSet<usize>,
+}
+
+/// Where an upsert came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum From {
+    /// A watch: its own record.
+    Watch,
+    /// The first list of a scope without a resume point, an event not known before.
+    BeforeStart,
+    /// Another list (after a watch gap).
+    Gap,
+}
+
+/// Delivers `record` if it carries occurrences no earlier record of its uid did; the
+/// occurrences delivered (its delta, or 0).
 async fn export<S: RecordSink, R: ResumeStore>(
     mut record: ExportRecord,
     state: &mut State,
     sink: &mut S,
     store: &mut R,
     stats: &mut ExportStats,
-) -> Result<(), ExportError> {
+) -> Result<u64, ExportError> {
     let previous = state.known.get(record.uid.as_str()).map_or(0, |k| k.count);
     if record.count <= previous {
-        return Ok(());
+        return Ok(0);
     }
     record.delta = record.count - previous;
     store.begin(&record, previous).await?;
@@ -417,5 +513,5 @@ async fn export<S: RecordSink, R: ResumeStore>(
     metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
     metrics::histogram!("kevents_export_lag_seconds").record(lag);
     metrics::gauge!("kevents_export_live_events").set(state.known.len() as f64);
-    Ok(())
+    Ok(record.delta)
 }

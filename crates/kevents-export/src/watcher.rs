@@ -36,10 +36,10 @@ pub(crate) enum Item {
         object: Value,
         rv: Option<String>,
     },
-    /// An event was deleted.
+    /// An event was deleted (its last state).
     Deleted {
         scope: usize,
-        uid: String,
+        object: Value,
         rv: String,
     },
     /// A list ended at `rv`.
@@ -101,14 +101,7 @@ pub(crate) async fn run_scope<T: StreamTransport>(
                 object,
                 rv: Some(rv),
             },
-            WatchEvent::Deleted { object, rv } => Item::Deleted {
-                scope,
-                uid: object["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                rv,
-            },
+            WatchEvent::Deleted { object, rv } => Item::Deleted { scope, object, rv },
             WatchEvent::Bookmark { rv } => Item::Bookmark { scope, rv },
             WatchEvent::Restarted => Item::WatchRestart,
             WatchEvent::Failed {

@@ -24,6 +24,10 @@ pub enum FailureKind {
     NotWritten,
     /// Everything was written but reading the events back failed: exit code 5.
     ReadBack,
+    /// `kevents export`: the history's store cannot keep the history (its stream or bucket
+    /// was deleted, or is configured to drop records), or another writer holds it: exit
+    /// code 6. Nothing exported before was lost.
+    Store,
 }
 
 impl FailureKind {
@@ -35,6 +39,7 @@ impl FailureKind {
             FailureKind::Unreachable => 3,
             FailureKind::NotWritten => 4,
             FailureKind::ReadBack => 5,
+            FailureKind::Store => 6,
         }
     }
 }
