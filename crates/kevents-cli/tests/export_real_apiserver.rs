@@ -614,13 +614,13 @@ kevents_testkit::real_apiserver_tests! {
                         frozen = Some((h, Instant::now()));
                         freezes += 1;
                     }
-                    Some((h, since)) if since.elapsed() > Duration::from_secs(2) => {
-                        // Thawed once the other one holds the Lease and has exported a while
-                        // (its writes go on: the frozen one's watch has events waiting).
-                        if holder().await != *h && since.elapsed() > Duration::from_secs(8) {
-                            signal(&replicas[h], nix::sys::signal::Signal::SIGCONT);
-                            frozen = None;
-                        }
+                    // Thawed once the other one holds the Lease and has exported a while (its
+                    // writes go on: the frozen one's watch has events waiting).
+                    Some((h, since))
+                        if since.elapsed() > Duration::from_secs(8) && holder().await != *h =>
+                    {
+                        signal(&replicas[h], nix::sys::signal::Signal::SIGCONT);
+                        frozen = None;
                     }
                     _ => {}
                 }
