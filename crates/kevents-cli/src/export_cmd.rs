@@ -140,8 +140,12 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             .await
             .map_err(store_failure)?;
         eprintln!(
-            "export: stopped after {} records, {} occurrences",
-            stats.records, stats.occurrences
+            "export: stopped after {} records, {} occurrences; incomplete: before_start={} watch_gap={} deleted_unread={}",
+            stats.records,
+            stats.occurrences,
+            stats.incomplete.before_start,
+            stats.incomplete.watch_gap,
+            stats.incomplete.deleted_unread
         );
         return Ok(());
     }
@@ -170,13 +174,14 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     // A standby's /metrics says so (the gauge exists before the first term).
     metrics::gauge!("kevents_export_leader").set(0.0);
     let (records, occurrences) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
+    let incomplete = std::cell::Cell::new(kevents_export::Incomplete::default());
     // Export while leading (kevents-runtime's lead-or-stand-by loop): losing the Lease ends
     // the term, and the run saves what it delivered within the grace; the next leader
     // continues from there.
     let led = run_while_leading(&leader, stop.wait(), LOST_LEASE_GRACE, |term| {
         let (apiserver, config, js) = (apiserver.clone(), config.clone(), js.clone());
         let identity = identity.clone();
-        let (records, occurrences) = (&records, &occurrences);
+        let (records, occurrences, incomplete) = (&records, &occurrences, &incomplete);
         let stop = &stop;
         async move {
             metrics::counter!("kevents_export_leader_changes_total").increment(1);
@@ -215,6 +220,11 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
                 };
                 records.set(records.get() + stats.records);
                 occurrences.set(occurrences.get() + stats.occurrences);
+                let (mut sum, add) = (incomplete.get(), stats.incomplete);
+                sum.before_start += add.before_start;
+                sum.watch_gap += add.watch_gap;
+                sum.deleted_unread += add.deleted_unread;
+                incomplete.set(sum);
                 break;
             }
             metrics::gauge!("kevents_export_leader").set(0.0);
@@ -233,10 +243,14 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         Err(LeadError::Work(e)) => return Err(store_failure(e)),
         Err(e @ LeadError::ElectorEnded(_)) => anyhow::bail!("{e}"),
     }
+    let incomplete = incomplete.get();
     eprintln!(
-        "export: stopped after {} records, {} occurrences",
+        "export: stopped after {} records, {} occurrences; incomplete: before_start={} watch_gap={} deleted_unread={}",
         records.get(),
-        occurrences.get()
+        occurrences.get(),
+        incomplete.before_start,
+        incomplete.watch_gap,
+        incomplete.deleted_unread
     );
     Ok(())
 }

@@ -38,7 +38,10 @@ impl Nats {
             .expect("nats-server is installed (scripts/apiserver/provision.sh installs it)");
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not listen in 10 s");
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen in 10 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Nats {
@@ -96,18 +99,30 @@ async fn a_deposed_writer_lands_nothing_after_the_next_term_began() {
     // A leads: its term begins, it exports u up to 5.
     let mut a = open(&nats.url, "a", Duration::from_secs(120)).await;
     assert!(a.load().await.expect("A's term").counts.is_empty());
-    a.deliver(&record("u", 5, 5)).await.expect("A stores (u, 5)");
+    a.deliver(&record("u", 5, 5))
+        .await
+        .expect("A stores (u, 5)");
     // A freezes. B takes over: its term begins, it continues from the stream (u at 5).
     let mut b = open(&nats.url, "b", Duration::from_secs(120)).await;
     let point = b.load().await.expect("B's term");
     assert_eq!(point.counts["u"].0, 5, "B continues from the stream");
-    b.deliver(&record("u", 9, 4)).await.expect("B stores (u, 9)");
-    b.deliver(&record("v", 2, 2)).await.expect("B stores (v, 2)");
+    b.deliver(&record("u", 9, 4))
+        .await
+        .expect("B stores (u, 9)");
+    b.deliver(&record("v", 2, 2))
+        .await
+        .expect("B stores (v, 2)");
     // A thaws, still holding its own counts (u at 5), and exports what its watch had
     // waiting: (u, 7) with a delta of 2 from its stale count, and a new event w.
-    let refused = a.deliver(&record("u", 7, 2)).await.expect_err("A is fenced");
+    let refused = a
+        .deliver(&record("u", 7, 2))
+        .await
+        .expect_err("A is fenced");
     assert!(refused.is_fenced(), "{refused}");
-    let refused = a.deliver(&record("w", 1, 1)).await.expect_err("A stays fenced");
+    let refused = a
+        .deliver(&record("w", 1, 1))
+        .await
+        .expect_err("A stays fenced");
     assert!(refused.is_fenced(), "{refused}");
     // What the server stored, read back: B's records only after B's term began.
     let (records, sums) = history(&nats.url).await;
