@@ -38,6 +38,20 @@ pub const FLEET_LAW_ANNOTATION: &str = "kevents.io/fleet-law";
 /// The most writes per second a law may give (a larger one is refused as garbage).
 pub const MAX_FLEET_RATE: f64 = 1e9;
 
+/// The lowest rate a law read from others may give (writes per second): a write budget's own
+/// minimum, so that no law makes a member slower than adapting alone would. A lower one is
+/// raised to it ([`FleetLaw::bounded`]).
+pub const FLEET_MIN_RATE: f64 = 0.2;
+
+/// How far past the highest epoch a member has seen a law read from others may jump: an
+/// honest fleet moves one epoch per decrease, so a jump of 2^32 never happens in good faith
+/// (a law at epoch `u64::MAX` would leave no later epoch to replace it).
+pub const MAX_FLEET_EPOCH_JUMP: u64 = 1 << 32;
+
+/// How far in the future (by the reader's clock) a law's start may lie: clock skew between
+/// members, not more ([`FleetLaw::bounded`]).
+pub const MAX_FLEET_LAW_AHEAD: Duration = Duration::from_secs(60);
+
 /// A member's proposal is written after a random wait of up to this long, unless a law of
 /// its epoch or a later one arrives first: members of a fleet meet their 429s together and
 /// decide the same epoch at once; the first write reaches the others within milliseconds and
@@ -96,6 +110,17 @@ pub enum FleetLawError {
         "the fleet law's rate {0} is not above 0 and at most {MAX_FLEET_RATE} writes per second"
     )]
     Rate(String),
+    /// An epoch too far past the highest seen ([`MAX_FLEET_EPOCH_JUMP`]).
+    #[error("the fleet law's epoch {epoch} jumps more than 2^32 past the highest seen ({highest})")]
+    Epoch {
+        /// The law's epoch.
+        epoch: u64,
+        /// The highest epoch the reader had seen.
+        highest: u64,
+    },
+    /// A start too far in the future ([`MAX_FLEET_LAW_AHEAD`]).
+    #[error("the fleet law starts {0:?} in the future (more than the 60 s of clock skew allowed)")]
+    Ahead(Duration),
 }
 
 impl FleetLaw {
@@ -131,6 +156,48 @@ impl FleetLaw {
             return Err(FleetLawError::Rate(law.from.to_string()));
         }
         Ok(law)
+    }
+
+    /// The law as a member may follow it when others wrote it, given the highest epoch the
+    /// member has seen and its clock: refused when its epoch jumps more than
+    /// [`MAX_FLEET_EPOCH_JUMP`] past `highest` or it starts more than [`MAX_FLEET_LAW_AHEAD`]
+    /// after `now`; its rate raised to [`FLEET_MIN_RATE`] if lower (`true`: it was). A law
+    /// read from a Lease anyone with rights can write must never leave a member slower than
+    /// it would be adapting alone.
+    ///
+    /// ```
+    /// use std::time::SystemTime;
+    /// use kevents_core::fleet::{FleetLaw, FleetLawError, FleetPhase, FLEET_MIN_RATE};
+    /// let now = SystemTime::now();
+    /// let law = FleetLaw { epoch: u64::MAX, phase: FleetPhase::Adapted, from: 1e-9,
+    ///                      since_micros: FleetLaw::micros_of(now) };
+    /// assert!(matches!(law.bounded(3, now), Err(FleetLawError::Epoch { .. })));
+    /// let slow = FleetLaw { epoch: 4, ..law };
+    /// let (followed, raised) = slow.bounded(3, now).unwrap();
+    /// assert!(raised && followed.from == FLEET_MIN_RATE);
+    /// ```
+    pub fn bounded(self, highest: u64, now: SystemTime) -> Result<(FleetLaw, bool), FleetLawError> {
+        if self.epoch > highest.saturating_add(MAX_FLEET_EPOCH_JUMP) {
+            return Err(FleetLawError::Epoch {
+                epoch: self.epoch,
+                highest,
+            });
+        }
+        if let Ok(ahead) = self.since().duration_since(now)
+            && ahead > MAX_FLEET_LAW_AHEAD
+        {
+            return Err(FleetLawError::Ahead(ahead));
+        }
+        if self.from < FLEET_MIN_RATE {
+            return Ok((
+                FleetLaw {
+                    from: FLEET_MIN_RATE,
+                    ..self
+                },
+                true,
+            ));
+        }
+        Ok((self, false))
     }
 }
 

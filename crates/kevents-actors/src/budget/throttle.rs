@@ -84,7 +84,7 @@ use crate::telemetry::Deferral;
 
 /// Never below this rate (writes per second): a bucket that has come down to it still
 /// probes the server every 5 s.
-pub(crate) const MIN_RATE: f64 = 0.2;
+pub(crate) const MIN_RATE: f64 = kevents_core::fleet::FLEET_MIN_RATE;
 /// A 429 multiplies the rate by this (once per epoch, past slow start)...
 const DECREASE: f64 = 0.8;
 /// ...or, at the configured rate or in slow start when the epoch had no write accepted,

@@ -2,6 +2,8 @@
 //! bodies of a create and an update; the law a Lease holds ([`law_of`]). No I/O.
 
 use kevents_core::fleet::{FLEET_LAW_ANNOTATION, FleetLaw, FleetLawError};
+use std::time::SystemTime;
+
 use serde_json::{Map, Value, json};
 
 use super::FleetLease;
@@ -19,12 +21,18 @@ pub(super) enum WriteStep {
 }
 
 /// The decision for `proposal` given `lease`, the Lease as last read (`None`: there is none).
-pub(super) fn write_step(lease: Option<&Value>, proposal: &FleetLaw) -> WriteStep {
+pub(super) fn write_step(
+    lease: Option<&Value>,
+    proposal: &FleetLaw,
+    highest: u64,
+    now: SystemTime,
+) -> WriteStep {
     let Some(lease) = lease else {
         return WriteStep::Create;
     };
-    match law_of(lease) {
-        Some(Ok(stored)) if stored.epoch >= proposal.epoch => WriteStep::Keep(stored),
+    // A stored law out of bounds is replaced, as an unreadable one is.
+    match law_of(lease).map(|law| law.and_then(|law| law.bounded(highest, now))) {
+        Some(Ok((stored, _))) if stored.epoch >= proposal.epoch => WriteStep::Keep(stored),
         _ => WriteStep::Update,
     }
 }
@@ -114,6 +122,39 @@ mod tests {
 
     use super::*;
 
+    fn now() -> SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_764_400_000_000_000)
+    }
+
+    #[test]
+    fn a_stored_law_out_of_bounds_is_replaced() {
+        let hostile = FleetLaw {
+            epoch: u64::MAX,
+            ..law(1, 1e-9)
+        };
+        let lease = lease_with(Some(&hostile.to_annotation()));
+        assert_eq!(
+            write_step(Some(&lease), &law(2, 5.0), 1, now()),
+            WriteStep::Update
+        );
+        let ahead = FleetLaw {
+            since_micros: 1_764_400_000_000_000 + 3_600_000_000,
+            ..law(3, 5.0)
+        };
+        let lease = lease_with(Some(&ahead.to_annotation()));
+        assert_eq!(
+            write_step(Some(&lease), &law(2, 5.0), 1, now()),
+            WriteStep::Update
+        );
+        // A slow but otherwise sound law is kept at the floor.
+        let slow = law(3, 1e-9);
+        let lease = lease_with(Some(&slow.to_annotation()));
+        match write_step(Some(&lease), &law(2, 5.0), 1, now()) {
+            WriteStep::Keep(kept) => assert_eq!(kept.from, kevents_core::fleet::FLEET_MIN_RATE),
+            other => panic!("{other:?}"),
+        }
+    }
+
     fn law(epoch: u64, from: f64) -> FleetLaw {
         FleetLaw {
             epoch,
@@ -136,7 +177,7 @@ mod tests {
 
     #[test]
     fn no_lease_is_created() {
-        assert_eq!(write_step(None, &law(1, 5.0)), WriteStep::Create);
+        assert_eq!(write_step(None, &law(1, 5.0), 0, now()), WriteStep::Create);
     }
 
     #[test]
@@ -144,36 +185,39 @@ mod tests {
         let stored = law(2, 8.0);
         let lease = lease_with(Some(&stored.to_annotation()));
         assert_eq!(
-            write_step(Some(&lease), &law(2, 5.0)),
+            write_step(Some(&lease), &law(2, 5.0), 0, now()),
             WriteStep::Keep(stored)
         );
         assert_eq!(
-            write_step(Some(&lease), &law(1, 5.0)),
+            write_step(Some(&lease), &law(1, 5.0), 0, now()),
             WriteStep::Keep(stored)
         );
-        assert_eq!(write_step(Some(&lease), &law(3, 5.0)), WriteStep::Update);
+        assert_eq!(
+            write_step(Some(&lease), &law(3, 5.0), 0, now()),
+            WriteStep::Update
+        );
     }
 
     #[test]
     fn a_lease_without_a_valid_law_is_updated() {
         assert_eq!(
-            write_step(Some(&lease_with(None)), &law(1, 5.0)),
+            write_step(Some(&lease_with(None)), &law(1, 5.0), 0, now()),
             WriteStep::Update
         );
         assert_eq!(
-            write_step(Some(&lease_with(Some("garbage"))), &law(1, 5.0)),
+            write_step(Some(&lease_with(Some("garbage"))), &law(1, 5.0), 0, now()),
             WriteStep::Update
         );
         let negative = r#"{"epoch":9,"phase":"Adapted","from":-1,"sinceMicros":0}"#;
         assert_eq!(
-            write_step(Some(&lease_with(Some(negative))), &law(1, 5.0)),
+            write_step(Some(&lease_with(Some(negative))), &law(1, 5.0), 0, now()),
             WriteStep::Update
         );
         let mut not_a_string = lease_with(None);
         not_a_string["metadata"]["annotations"] = json!({ FLEET_LAW_ANNOTATION: 3 });
         assert!(matches!(law_of(&not_a_string), Some(Err(_))));
         assert_eq!(
-            write_step(Some(&not_a_string), &law(1, 5.0)),
+            write_step(Some(&not_a_string), &law(1, 5.0), 0, now()),
             WriteStep::Update
         );
     }

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use kevents_core::fleet::{FLEET_WRITE_SPREAD, FleetLaw, FleetMember};
 use kevents_core::request::{APPLICATION_JSON, Client, Method, Response, StreamTransport};
@@ -72,6 +72,9 @@ pub(super) struct Link<T: StreamTransport> {
     /// Invalid-annotation errors already warned about.
     warned: HashSet<String>,
     write_backoff: Backoff,
+    /// The highest epoch followed or proposed: a law read from the Lease may not jump far
+    /// past it (`FleetLaw::bounded`).
+    highest: u64,
 }
 
 /// How the link watches its Lease: by name, unpaged, bounded as a Lease read is.
@@ -112,6 +115,7 @@ impl<T: StreamTransport> Link<T> {
             last_error,
             warned: HashSet::new(),
             write_backoff: Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).with_forbidden(FORBIDDEN_RETRY),
+            highest: 0,
         }
     }
 
@@ -136,6 +140,7 @@ impl<T: StreamTransport> Link<T> {
                     return;
                 }
                 Wake::Proposal(Some(law)) => {
+                    self.highest = self.highest.max(law.epoch);
                     pending = Some(law);
                     self.last_given = Some(law);
                     if self.write_backoff.failures() == 0 {
@@ -273,6 +278,7 @@ impl<T: StreamTransport> Link<T> {
 
     /// Gives `law` to the member unless it was the last given (or proposed).
     fn give<M: FleetMember>(&mut self, member: &M, law: FleetLaw) {
+        self.highest = self.highest.max(law.epoch);
         if self.last_given != Some(law) {
             member.adopt(&law);
             self.last_given = Some(law);
@@ -282,13 +288,24 @@ impl<T: StreamTransport> Link<T> {
     /// The Lease as now read (`None`: there is none): kept, its law published and given to
     /// the member; an invalid annotation warned about once per distinct error.
     fn observe<M: FleetMember>(&mut self, object: Option<Value>, member: &M) {
-        let law = match object.as_ref().and_then(law_of) {
-            Some(Ok(law)) => Some(law),
+        let read = object
+            .as_ref()
+            .and_then(law_of)
+            .map(|law| law.and_then(|law| law.bounded(self.highest, SystemTime::now())));
+        let law = match read {
+            Some(Ok((law, raised))) => {
+                if raised {
+                    tracing::warn!(namespace = %self.lease.namespace, name = %self.lease.name,
+                        epoch = law.epoch, floor = law.from,
+                        "the fleet's lease holds a law slower than a budget's minimum: followed at the minimum");
+                }
+                Some(law)
+            }
             Some(Err(e)) => {
                 let text = e.to_string();
                 if self.warned.len() < MAX_WARNED && self.warned.insert(text) {
                     tracing::warn!(namespace = %self.lease.namespace, name = %self.lease.name,
-                        error = %e, "the fleet's lease holds an invalid law: ignored (the next write replaces it)");
+                        error = %e, "the fleet's lease holds an invalid or out-of-bounds law: ignored, the budget adapts alone (the next write replaces it)");
                 }
                 None
             }
@@ -318,7 +335,8 @@ impl<T: StreamTransport> Link<T> {
     /// [`Link::fresh`]) and decides again.
     async fn write(&mut self, law: &FleetLaw) -> Result<Written, LeaseError> {
         for _ in 0..MAX_WRITE_ATTEMPTS {
-            let (method, verb, body) = match write_step(self.object.as_ref(), law) {
+            let step = write_step(self.object.as_ref(), law, self.highest, SystemTime::now());
+            let (method, verb, body) = match step {
                 WriteStep::Keep(stored) => return Ok(Written::Kept(stored)),
                 WriteStep::Create => (Method::Post, "create", new_fleet_lease(&self.lease, law)),
                 WriteStep::Update => {
