@@ -1,10 +1,11 @@
-//! `kevents export` against a real kube-apiserver and a real `nats-server -js` (Debian's
-//! package; `.ci/run` installs it): an external writer (plain HTTP requests, no kevents
-//! recorder) creates core/v1 and events.k8s.io/v1 events in two namespaces and raises their
-//! counts; the exporter is killed with SIGKILL and restarted; afterwards every stored event's
-//! deltas in the stream sum to its count and no `(uid, count)` appears twice. And a forced
-//! 410 Gone (a resume point older than the apiserver's history) relists without loss or
-//! duplicate.
+//! `kevents export` against a real kube-apiserver and a real JetStream `nats-server`
+//! (kevents-testkit's `NatsServer`: Debian's 2.9.10 by default, the 2.15 that
+//! `scripts/nats/provision.sh` builds with `KEVENTS_NATS_VERSION=current`; `.ci/run` runs
+//! both): an external writer (plain HTTP requests, no kevents recorder) creates core/v1 and
+//! events.k8s.io/v1 events in two namespaces and raises their counts; the exporter is killed
+//! with SIGKILL and restarted; afterwards every stored event's deltas in the stream sum to its
+//! count and no `(uid, count)` appears twice. And a forced 410 Gone (a resume point older than
+//! the apiserver's history) relists without loss or duplicate.
 
 use std::collections::{HashMap, HashSet};
 use std::net::TcpListener;
@@ -16,54 +17,10 @@ use kevents_core::request::{APPLICATION_JSON, Method, STRATEGIC_MERGE_PATCH};
 use kevents_core::{Clock, SystemClock};
 use kevents_export::{ExportRecord, JetStream, JetStreamConfig};
 use kevents_http::{HttpConfig, HttpSink};
+use kevents_testkit::nats::NatsServer;
 use serde_json::{Value, json};
 
 const NAMESPACES: [&str; 2] = ["default", "kube-public"];
-
-/// A `nats-server -js` on a free loopback port, its store in a temporary directory; killed
-/// when dropped.
-struct Nats {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Nats {
-    fn start() -> Nats {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server is installed (apt-get install nats-server; .ci/run does it)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nats-server did not listen within 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Nats {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn now(micros: bool) -> String {
     let t = SystemClock.now();
@@ -325,7 +282,8 @@ kevents_testkit::real_apiserver_tests! {
         let server = kevents_testkit::RealApiserver::start()
             .expect("starting kube-apiserver")
             .expect("kube-apiserver is provisioned");
-        let nats = Nats::start();
+        let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
+        let nats_url = nats.url();
         let logdir = tempfile::tempdir().expect("temporary directory");
         let log = logdir.path().join("export.log");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -335,7 +293,7 @@ kevents_testkit::real_apiserver_tests! {
             )
             .expect("sink");
             let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
-            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log, None);
+            let mut export = spawn_export(&server.admin_kubeconfig, &nats_url, &log, None);
             for ns in NAMESPACES {
                 for i in 0..8 {
                     writer.create(ns, i, true).await;
@@ -357,10 +315,10 @@ kevents_testkit::real_apiserver_tests! {
                 .and_then(|l| l.local_addr())
                 .expect("a free port")
                 .port();
-            let mut export = spawn_export(&server.admin_kubeconfig, &nats.url, &log, Some(metrics_port));
+            let mut export = spawn_export(&server.admin_kubeconfig, &nats_url, &log, Some(metrics_port));
             writer.raise_all(4).await;
             writer.raise_all(5).await;
-            let records = converge(&sink, &nats.url, &log).await;
+            let records = converge(&sink, &nats_url, &log).await;
             // Both APIs' events were exported, with the API that wrote them.
             let apis: HashSet<_> = records.iter().filter_map(|(_, r)| r.api.clone()).collect();
             assert!(apis.contains("v1") && apis.contains("events.k8s.io/v1"), "{apis:?}");
@@ -400,7 +358,8 @@ kevents_testkit::real_apiserver_tests! {
         let server = kevents_testkit::RealApiserver::start_with_args(&["--etcd-compaction-interval=2s"])
             .expect("starting kube-apiserver")
             .expect("kube-apiserver is provisioned");
-        let nats = Nats::start();
+        let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
+        let nats_url = nats.url();
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
             let sink = HttpSink::new(
@@ -414,7 +373,7 @@ kevents_testkit::real_apiserver_tests! {
                     writer.create(ns, i, false).await;
                 }
             }
-            let client = kevents_export::async_nats::connect(nats.url.as_str()).await.expect("NATS");
+            let client = kevents_export::async_nats::connect(nats_url.as_str()).await.expect("NATS");
             let js = JetStream::open(client, JetStreamConfig::new("export")).await.expect("stream");
             let config = kevents_export::ExportConfig {
                 namespaces: NAMESPACES.iter().map(|s| s.to_string()).collect(),
@@ -426,12 +385,12 @@ kevents_testkit::real_apiserver_tests! {
                 let _ = stopped.await;
             }));
             let dummy_log = tempfile::NamedTempFile::new().expect("temp file");
-            converge(&sink, &nats.url, dummy_log.path()).await;
+            converge(&sink, &nats_url, dummy_log.path()).await;
             // The resume point now says resourceVersion 1 for every scope: compacted away
             // (two compaction intervals and more writes later), so the watch answers 410 Gone.
             writer.raise_all(7).await;
             tokio::time::sleep(Duration::from_secs(6)).await;
-            converge(&sink, &nats.url, dummy_log.path()).await;
+            converge(&sink, &nats_url, dummy_log.path()).await;
             let _ = stop.send(());
             let stats = first.await.expect("joined").expect("first run");
             assert_eq!(stats.relists, 0);
@@ -448,7 +407,7 @@ kevents_testkit::real_apiserver_tests! {
             let second = tokio::spawn(kevents_export::run(sink.clone(), config, js.clone(), store, async {
                 let _ = stopped.await;
             }));
-            converge(&sink, &nats.url, dummy_log.path()).await;
+            converge(&sink, &nats_url, dummy_log.path()).await;
             let _ = stop.send(());
             let stats = second.await.expect("joined").expect("second run");
             assert_eq!(stats.relists, 2, "{stats:?}");
@@ -462,7 +421,8 @@ kevents_testkit::real_apiserver_tests! {
         let server = kevents_testkit::RealApiserver::start()
             .expect("starting kube-apiserver")
             .expect("kube-apiserver is provisioned");
-        let nats = Nats::start();
+        let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
+        let nats_url = nats.url();
         let logdir = tempfile::tempdir().expect("temporary directory");
         let log = logdir.path().join("export.log");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -475,7 +435,7 @@ kevents_testkit::real_apiserver_tests! {
             let replica = |id: &str| {
                 spawn_export_with(
                     &server.admin_kubeconfig,
-                    &nats.url,
+                    &nats_url,
                     &log,
                     None,
                     &["--leader-elect", "--lease-name", "export-test", "--identity", id,
@@ -532,7 +492,7 @@ kevents_testkit::real_apiserver_tests! {
                 }
             }
             writer.raise_all(20).await;
-            let records = converge(&sink, &nats.url, &log).await;
+            let records = converge(&sink, &nats_url, &log).await;
             assert!(records.iter().any(|(_, r)| r.delta < r.count && r.delta > 0));
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             assert!(text.matches("leads; exporting").count() >= 3, "{text}");

@@ -2,7 +2,8 @@
 //! v1.36 with `KEVENTS_K8S_VERSION=1.36`; [`RealApiserver`], started by
 //! `scripts/apiserver/start.sh`), the in-process simulator,
 //! and the conformance suites ([`conformance::core_v1`], [`conformance::events_v1`]) that run
-//! the same scenarios against both through a [`Target`].
+//! the same scenarios against both through a [`Target`]; and real NATS JetStream servers
+//! ([`nats::NatsServer`], a three-node [`nats::NatsCluster`]) for the export's tests.
 //!
 //! Real-apiserver tests are wrapped in [`real_apiserver_tests!`]: when the kube-apiserver
 //! binary ([`apiserver_binary`]) is not provisioned at build time they are `#[ignore]`d with
@@ -26,6 +27,7 @@
 //! ```
 
 pub mod conformance;
+pub mod nats;
 
 /// Wraps real-apiserver tests: with the kube-apiserver binary provisioned when the crate was
 /// built, or when CI or `KEVENTS_REQUIRE_APISERVER=1` require it, the items are emitted as
