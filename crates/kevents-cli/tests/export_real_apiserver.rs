@@ -510,7 +510,8 @@ kevents_testkit::real_apiserver_tests! {
         let server = kevents_testkit::RealApiserver::start()
             .expect("starting kube-apiserver")
             .expect("kube-apiserver is provisioned");
-        let nats = Nats::start();
+        let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
+        let nats_url = nats.url();
         let logdir = tempfile::tempdir().expect("temporary directory");
         let log = logdir.path().join("export.log");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -522,7 +523,7 @@ kevents_testkit::real_apiserver_tests! {
             let replica = |id: &str| {
                 spawn_export_with(
                     &server.admin_kubeconfig,
-                    &nats.url,
+                    &nats_url,
                     &log,
                     None,
                     &["--leader-elect", "--lease-name", "export-freeze", "--identity", id,
@@ -589,11 +590,11 @@ kevents_testkit::real_apiserver_tests! {
             if let Some((h, _)) = frozen.take() {
                 signal(&replicas[&h], nix::sys::signal::Signal::SIGCONT);
             }
-            let records = converge(&sink, &nats.url, &log).await;
+            let records = converge(&sink, &nats_url, &log).await;
             assert!(records.len() > 100, "{} records", records.len());
             // The fence: every record was written by the writer of the last term marker before
             // it, so a thawed holder landed nothing after the next one began its term.
-            let (terms, mismatched) = fenced_writers(&nats.url).await;
+            let (terms, mismatched) = fenced_writers(&nats_url).await;
             assert!(terms >= 4, "{terms} terms began");
             assert!(mismatched.is_empty(), "records written outside their writer's term: {mismatched:?}");
             let text = std::fs::read_to_string(&log).unwrap_or_default();
