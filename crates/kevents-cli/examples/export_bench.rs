@@ -211,7 +211,7 @@ fn main() -> Result<(), Error> {
         let total: u64 = counts.lock().map_err(|_| "poisoned")?.iter().sum();
         // Until the exporter has every occurrence.
         let deadline = Instant::now() + Duration::from_secs(120);
-        let records = loop {
+        let _records = loop {
             let all = kevents_export::jetstream::read_all(js.context(), "export").await?;
             let storm_sum: u64 = all.iter().filter(|(_, r)| r.reason == "Storm").map(|(_, r)| r.delta).sum();
             if storm_sum == total || Instant::now() > deadline {
@@ -221,12 +221,18 @@ fn main() -> Result<(), Error> {
         };
         let (rss, hwm) = rss_kib(child.id());
         // Lag: the stream's storage time minus the occurrence's time, per storm record.
-        let stream = js.context().get_stream("export").await?;
+        let mut stream = js.context().get_stream("export").await?;
+        // The stream's last sequence, not records.len(): the fence's term markers
+        // (`{stream}._fence`) take sequences too and are not records.
+        let last = stream.info().await?.state.last_sequence;
         let mut lags = Vec::new();
         let mut first_seen: HashMap<String, u64> = HashMap::new();
         let mut storm_records = 0u64;
-        for seq in before + 1..=records.len() as u64 {
+        for seq in before + 1..=last {
             let Ok(m) = stream.get_raw_message(seq).await else { continue };
+            if m.subject.ends_with("._fence") {
+                continue;
+            }
             let r: ExportRecord = serde_json::from_slice(&m.payload)?;
             if r.reason != "Storm" {
                 continue;
