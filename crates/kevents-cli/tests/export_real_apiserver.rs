@@ -17,7 +17,7 @@ use kevents_core::request::{APPLICATION_JSON, Method, STRATEGIC_MERGE_PATCH};
 use kevents_core::{Clock, SystemClock};
 use kevents_export::{ExportRecord, JetStream, JetStreamConfig};
 use kevents_http::{HttpConfig, HttpSink};
-use kevents_testkit::nats::NatsServer;
+use kevents_testkit::nats::{NatsCluster, NatsServer};
 use serde_json::{Value, json};
 
 const NAMESPACES: [&str; 2] = ["default", "kube-public"];
@@ -230,6 +230,105 @@ async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
     kevents_export::jetstream::read_all(js.context(), "export")
         .await
         .expect("reading the stream")
+}
+
+/// The holder of Lease `default/{lease}` (waits up to 30 s for one).
+async fn lease_holder(sink: &HttpSink, lease: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let path = format!("/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}");
+        if let Ok(body) = sink.requests().get(&path, 1 << 20).await {
+            let lease: Value = serde_json::from_slice(&body).expect("a Lease");
+            if let Some(h) = lease["spec"]["holderIdentity"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+            {
+                return h.to_string();
+            }
+        }
+        assert!(Instant::now() < deadline, "nobody took the Lease in 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Two `--leader-elect` replicas exporting through `nats` (a server list), an external
+/// writer raising counts while `fault` runs beside it, then: the stream converges to the
+/// stored counts, every record written by its term's writer, both replicas alive and
+/// ending cleanly on SIGTERM.
+async fn replicas_survive(
+    server: &kevents_testkit::RealApiserver,
+    nats: &str,
+    extra: &[&str],
+    fault: impl std::future::Future<Output = ()>,
+) {
+    let logdir = tempfile::tempdir().expect("temporary directory");
+    let log = logdir.path().join("export.log");
+    let sink = HttpSink::new(
+        HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None)
+            .await
+            .expect("config"),
+    )
+    .expect("sink");
+    let replica = |id: &str| {
+        let mut args = vec![
+            "--leader-elect",
+            "--lease-name",
+            "export-nats",
+            "--identity",
+            id,
+            "--lease-duration",
+            "4",
+            "--renew-deadline",
+            "3",
+            "--retry-period",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        spawn_export_with(&server.admin_kubeconfig, nats, &log, None, &args)
+    };
+    let mut replicas = vec![replica("na"), replica("nb")];
+    let mut writer = Writer {
+        sink: sink.clone(),
+        counts: HashMap::new(),
+    };
+    for ns in NAMESPACES {
+        for i in 0..6 {
+            writer.create(ns, i, true).await;
+            writer.create(ns, i, false).await;
+        }
+    }
+    lease_holder(&sink, "export-nats").await;
+    let writes = async {
+        let started = Instant::now();
+        let mut round = 0;
+        while started.elapsed() < Duration::from_secs(40) {
+            round += 1;
+            writer.raise_all(round).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::join!(writes, fault);
+    let nats_one = nats.split(',').next().expect("a server");
+    let records = converge(&sink, nats_one, &log).await;
+    assert!(records.len() > 100, "{} records", records.len());
+    let (terms, mismatched) = fenced_writers(nats_one).await;
+    assert!(terms >= 1);
+    assert!(
+        mismatched.is_empty(),
+        "records written outside their writer's term: {mismatched:?}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    for child in &mut replicas {
+        assert!(
+            child.try_wait().expect("status").is_none(),
+            "a replica died:\n{text}"
+        );
+    }
+    for mut child in replicas {
+        signal(&child, nix::sys::signal::Signal::SIGTERM);
+        let status = child.wait().expect("waiting for export");
+        assert!(status.success(), "export after SIGTERM: {status}\n{text}");
+    }
 }
 
 /// The stream read message by message: how many terms began (markers), and the records
@@ -603,6 +702,46 @@ kevents_testkit::real_apiserver_tests! {
                 let status = child.wait().expect("waiting for export");
                 assert!(status.success(), "export after SIGTERM: {status}\n{text}");
             }
+        });
+    }
+
+    #[test]
+    fn nats_killed_and_restarted_mid_run_every_replica_alive_and_exact() {
+        let server = kevents_testkit::RealApiserver::start()
+            .expect("starting kube-apiserver")
+            .expect("kube-apiserver is provisioned");
+        let mut nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
+        let url = nats.url();
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let fault = async {
+                tokio::time::sleep(Duration::from_secs(8)).await;
+                nats.kill().expect("SIGKILL to nats-server");
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                nats.restart().expect("nats-server back, same store");
+            };
+            replicas_survive(&server, &url, &[], fault).await;
+        });
+    }
+
+    #[test]
+    fn a_three_server_cluster_restarted_server_by_server_keeps_the_history_exact() {
+        let server = kevents_testkit::RealApiserver::start()
+            .expect("starting kube-apiserver")
+            .expect("kube-apiserver is provisioned");
+        let mut cluster = NatsCluster::start(3).unwrap_or_else(|e| panic!("starting 3 nats-servers: {e}"));
+        let urls = cluster.urls();
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            let fault = async {
+                for i in 0..3 {
+                    tokio::time::sleep(Duration::from_secs(6)).await;
+                    cluster.kill(i).expect("SIGKILL to one server");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    cluster.restart(i).expect("the server back, the cluster whole again");
+                }
+            };
+            replicas_survive(&server, &urls, &["--nats-replicas", "3"], fault).await;
         });
     }
 }

@@ -399,15 +399,9 @@ impl JetStream {
                 }
                 // A duplicate (our earlier send landed) or an unexpected sequence: read back.
                 Ok(_) => None,
-                Err(e) => match e.kind() {
-                    PublishErrorKind::StreamNotFound => {
-                        return Err(ExportError::Store(format!(
-                            "no stream takes subject {subject:?} (stream {:?} deleted or reconfigured)",
-                            self.config.stream
-                        )));
-                    }
-                    _ => Some(e),
-                },
+                // "No responders" (a server restarting, a cluster electing its leader) reads as
+                // `StreamNotFound` too: reading the stream back tells them apart.
+                Err(e) => Some(e),
             };
             match self.resolve(expected, key).await? {
                 Resolution::Stored(seq) => {
@@ -421,6 +415,15 @@ impl JetStream {
                     )));
                 }
                 Resolution::NotStored => {
+                    // No responders while the stream answers: was it reconfigured?
+                    if let Some(e) = &error
+                        && e.kind() == PublishErrorKind::StreamNotFound
+                        && let Ok(mut stream) = self.context.get_stream(&self.config.stream).await
+                        && let Ok(info) = stream.info().await
+                        && let Some(why) = unfit_stream(&self.config, &info.config)
+                    {
+                        return Err(ExportError::Store(why));
+                    }
                     if let Some(e) = &error
                         && Instant::now() >= deadline
                     {
@@ -439,9 +442,13 @@ impl JetStream {
     }
 
     /// Begins this writer's term: appends a marker after the stream's last message, so that
-    /// every later write of an earlier writer is refused.
+    /// every later write of an earlier writer is refused. Retried while the server cannot be
+    /// reached (up to [`JetStreamConfig::unreachable_deadline`]).
     async fn begin_term(&self) -> Result<u64, ExportError> {
-        for _ in 0..10 {
+        let deadline = Instant::now() + self.config.unreachable_deadline;
+        let mut pause = Duration::from_millis(100);
+        let mut raced = 0;
+        loop {
             let last = self.last_sequence().await?;
             let marker = serde_json::json!({
                 "identity": self.config.identity,
@@ -470,20 +477,28 @@ impl JetStream {
                     self.set_fence(ack.sequence);
                     return Ok(ack.sequence);
                 }
-                Err(e) if e.kind() == PublishErrorKind::StreamNotFound => {
-                    return Err(ExportError::Store(format!(
-                        "stream {:?} was deleted",
-                        self.config.stream
-                    )));
+                // Another writer appended meanwhile: read the end again.
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    raced += 1;
+                    if raced >= 10 {
+                        return Err(ExportError::Fenced(format!(
+                            "stream {:?}: another writer kept appending; this writer's term could not begin",
+                            self.config.stream
+                        )));
+                    }
                 }
-                // Another writer appended meanwhile (or no answer): read the end again.
-                Err(e) => tracing::debug!(error = %e, "the term's marker was not stored; again"),
+                // No answer: the marker may be stored; a second one does no harm (the term
+                // begins at the last one).
+                Err(e) => {
+                    if Instant::now() >= deadline {
+                        return Err(nats(format!("the term's marker was not stored: {e}")));
+                    }
+                    tracing::debug!(error = %e, "the term's marker was not stored; again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
             }
         }
-        Err(ExportError::Fenced(format!(
-            "stream {:?}: another writer kept appending; this writer's term could not begin",
-            self.config.stream
-        )))
     }
 
     /// Each event's last record in the stream (the last message of each record subject),
@@ -591,11 +606,23 @@ impl ResumeStore for JetStream {
     }
 
     async fn save_resource_version(&mut self, scope: &str, rv: &str) -> Result<(), ExportError> {
-        self.kv
-            .put(rv_key(scope), Bytes::from(rv.to_owned()))
-            .await
-            .map_err(resume)?;
-        Ok(())
+        // Retried while the server cannot be reached, as a record's write is.
+        let deadline = Instant::now() + self.config.unreachable_deadline;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let put = self.kv.put(rv_key(scope), Bytes::from(rv.to_owned()));
+            match tokio::time::timeout(Duration::from_secs(5), put).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) if Instant::now() >= deadline => return Err(resume(e)),
+                Err(_) if Instant::now() >= deadline => {
+                    return Err(resume("saving a resourceVersion timed out"));
+                }
+                _ => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
     }
 }
 
