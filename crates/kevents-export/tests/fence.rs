@@ -159,6 +159,24 @@ async fn an_existing_stream_that_would_drop_records_is_refused_with_what_differs
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_deleted_under_a_writer_ends_it_with_a_store_error() {
+    let nats = Nats::start();
+    let mut a = open(&nats.url, "a", Duration::from_secs(120)).await;
+    a.load().await.expect("term");
+    a.deliver(&record("u", 1, 1)).await.expect("stored");
+    a.context()
+        .delete_stream("export")
+        .await
+        .expect("deleted by someone");
+    let err = a.deliver(&record("u", 2, 1)).await.expect_err("refused");
+    assert!(
+        matches!(err, kevents_export::ExportError::Store(_)),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("\"export\""), "{err}");
+}
+
 kevents_testkit::real_apiserver_tests! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reader_stopped_mid_work_and_started_after_the_duplicate_window_stores_each_record_once() {
