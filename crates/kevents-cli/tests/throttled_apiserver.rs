@@ -301,4 +301,69 @@ kevents_testkit::real_apiserver_tests! {
         let law = kevents_core::fleet::FleetLaw::from_annotation(law).expect("a valid law");
         assert!(law.epoch >= 2, "{law:?}");
     }
+
+    /// A Lease holding a hostile law (epoch u64::MAX, 1e-9 writes per second): members that
+    /// name it are not stopped by it (the law is refused, they adapt alone and replace it):
+    /// the run ends exact, about as fast as adapting alone.
+    #[test]
+    fn a_hostile_fleet_law_leaves_members_as_fast_as_adapting_alone() {
+        let server = start(&[("Server", 100, 200)]);
+        server.create_namespace("alone").expect("kubectl create namespace");
+        server.create_namespace("hostile").expect("kubectl create namespace");
+        let alone = bench(&server.admin_kubeconfig, "alone").output().expect("bench alone");
+        let alone = checked(&alone)["seconds"].as_f64().expect("seconds");
+        let since = kevents_core::fleet::FleetLaw::micros_of(std::time::SystemTime::now());
+        let law = format!(
+            r#"{{"epoch":18446744073709551615,"phase":"Adapted","from":1e-9,"sinceMicros":{since}}}"#
+        );
+        let lease = serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "hostile", "namespace": "default",
+                         "annotations": {"kevents.io/fleet-law": law}},
+            "spec": {"holderIdentity": "mallory"}
+        });
+        let mut create = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&server.admin_kubeconfig)
+            .args(["create", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kubectl create");
+        use std::io::Write as _;
+        create
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(lease.to_string().as_bytes())
+            .expect("the Lease");
+        let made = create.wait_with_output().expect("kubectl");
+        assert!(made.status.success(), "{}", text(&made));
+        // Bounded: a member stopped by the law would not end (90 s and more before the fix).
+        let mut child = bench(&server.admin_kubeconfig, "hostile")
+            .args(["--fleet-lease", "default/hostile"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("bench with the hostile Lease");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(alone as u64 * 3 + 30);
+        while child.try_wait().expect("status").is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!("the member is stopped by the hostile law:\n{}", text(&out));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let out = child.wait_with_output().expect("output");
+        let hostile = checked(&out)["seconds"].as_f64().expect("seconds");
+        eprintln!("alone {alone:.1} s, with the hostile Lease {hostile:.1} s");
+        assert!(hostile <= alone * 1.5 + 3.0, "alone {alone:.1} s, hostile Lease {hostile:.1} s");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("out-of-bounds law"),
+            "the refusal is logged at warn:\n{}",
+            text(&out)
+        );
+    }
 }
