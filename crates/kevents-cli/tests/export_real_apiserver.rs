@@ -232,6 +232,33 @@ async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
         .expect("reading the stream")
 }
 
+/// A `--leader-elect` replica competing for Lease `default/{lease}` with the tests' short
+/// durations (lease 4 s, renew deadline 3 s, retry period 1 s).
+fn spawn_replica(
+    kubeconfig: &Path,
+    nats: &str,
+    log: &Path,
+    lease: &str,
+    id: &str,
+    extra: &[&str],
+) -> Child {
+    let mut args = vec![
+        "--leader-elect",
+        "--lease-name",
+        lease,
+        "--identity",
+        id,
+        "--lease-duration",
+        "4",
+        "--renew-deadline",
+        "3",
+        "--retry-period",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    spawn_export_with(kubeconfig, nats, log, None, &args)
+}
+
 /// The holder of Lease `default/{lease}` (waits up to 30 s for one).
 async fn lease_holder(sink: &HttpSink, lease: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -532,32 +559,9 @@ kevents_testkit::real_apiserver_tests! {
             .expect("sink");
             // Short lease times so the takeovers fit a test (client-go's defaults otherwise).
             let replica = |id: &str| {
-                spawn_export_with(
-                    &server.admin_kubeconfig,
-                    &nats_url,
-                    &log,
-                    None,
-                    &["--leader-elect", "--lease-name", "export-test", "--identity", id,
-                      "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"],
-                )
+                spawn_replica(&server.admin_kubeconfig, &nats_url, &log, "export-test", id, &[])
             };
-            let holder = || async {
-                let deadline = Instant::now() + Duration::from_secs(30);
-                loop {
-                    if let Ok(body) = sink
-                        .requests()
-                        .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/export-test", 1 << 20)
-                        .await
-                    {
-                        let lease: Value = serde_json::from_slice(&body).expect("a Lease");
-                        if let Some(h) = lease["spec"]["holderIdentity"].as_str().filter(|h| !h.is_empty()) {
-                            return h.to_string();
-                        }
-                    }
-                    assert!(Instant::now() < deadline, "nobody took the Lease in 30 s");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            };
+            let holder = || lease_holder(&sink, "export-test");
             let mut replicas: HashMap<String, Child> = HashMap::new();
             replicas.insert("a0".into(), replica("a0"));
             replicas.insert("b0".into(), replica("b0"));
@@ -620,32 +624,9 @@ kevents_testkit::real_apiserver_tests! {
             )
             .expect("sink");
             let replica = |id: &str| {
-                spawn_export_with(
-                    &server.admin_kubeconfig,
-                    &nats_url,
-                    &log,
-                    None,
-                    &["--leader-elect", "--lease-name", "export-freeze", "--identity", id,
-                      "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"],
-                )
+                spawn_replica(&server.admin_kubeconfig, &nats_url, &log, "export-freeze", id, &[])
             };
-            let holder = || async {
-                let deadline = Instant::now() + Duration::from_secs(30);
-                loop {
-                    if let Ok(body) = sink
-                        .requests()
-                        .get("/apis/coordination.k8s.io/v1/namespaces/default/leases/export-freeze", 1 << 20)
-                        .await
-                    {
-                        let lease: Value = serde_json::from_slice(&body).expect("a Lease");
-                        if let Some(h) = lease["spec"]["holderIdentity"].as_str().filter(|h| !h.is_empty()) {
-                            return h.to_string();
-                        }
-                    }
-                    assert!(Instant::now() < deadline, "nobody took the Lease in 30 s");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            };
+            let holder = || lease_holder(&sink, "export-freeze");
             let mut replicas: HashMap<String, Child> = HashMap::new();
             replicas.insert("fa".into(), replica("fa"));
             replicas.insert("fb".into(), replica("fb"));

@@ -3,46 +3,16 @@
 //! last count was read (known to the resume point, absent from the list) is counted as
 //! `deleted_unread`; an event deleted while watched is exported with its last count first.
 
+mod common;
+
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{Collected, real, send};
 use kevents_core::request::{APPLICATION_JSON, Method, STRATEGIC_MERGE_PATCH};
-use kevents_export::{
-    ExportConfig, ExportError, ExportRecord, MemoryResume, RecordSink, ResumePoint,
-};
+use kevents_export::{ExportConfig, ExportRecord, MemoryResume, ResumePoint};
 use kevents_http::HttpSink;
-use kevents_testkit::Target;
-use serde_json::{Value, json};
-
-#[derive(Clone, Default)]
-struct Collected(Arc<Mutex<Vec<ExportRecord>>>);
-
-impl RecordSink for Collected {
-    async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        self.0.lock().expect("lock").push(record.clone());
-        Ok(())
-    }
-}
-
-async fn send(admin: &HttpSink, method: Method, path: String, ct: &'static str, body: Value) {
-    let a = admin
-        .requests()
-        .send(
-            method,
-            path,
-            Some(ct),
-            body.to_string().into_bytes(),
-            1 << 20,
-        )
-        .await
-        .expect("answer");
-    assert!(
-        (200..300).contains(&a.code),
-        "{}",
-        String::from_utf8_lossy(&a.body)
-    );
-}
+use serde_json::json;
 
 async fn create(admin: &HttpSink, ns: &str, name: &str, count: u64) {
     send(
@@ -90,11 +60,7 @@ async fn run_until(
 kevents_testkit::real_apiserver_tests! {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn before_start_and_deleted_unread_are_counted_by_cause() {
-        let t = match Target::real().await {
-            Ok(Some(t)) => t,
-            Ok(None) => panic!("kube-apiserver is not provisioned"),
-            Err(e) => panic!("starting kube-apiserver: {e}"),
-        };
+        let t = real().await;
         let ns = "completeness";
         t.real_apiserver().expect("real").create_namespace(ns).expect("namespace");
         let admin = t.admin.clone();

@@ -5,54 +5,17 @@
 //! requests create core/v1 events and raise their counts. Every event's deltas sum to its
 //! stored count and no `(uid, count)` is exported twice.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{Collected, real, send};
 use kevents_core::request::{APPLICATION_JSON, Method, STRATEGIC_MERGE_PATCH, StreamTransport};
-use kevents_export::{ExportConfig, ExportError, ExportRecord, MemoryResume, RecordSink};
+use kevents_export::{ExportConfig, MemoryResume};
 use kevents_http::HttpSink;
-use kevents_testkit::{Identity, Target};
-use serde_json::{Value, json};
-
-/// The records a run exported.
-#[derive(Clone, Default)]
-struct Collected(Arc<Mutex<Vec<ExportRecord>>>);
-
-impl RecordSink for Collected {
-    async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        self.0.lock().expect("lock").push(record.clone());
-        Ok(())
-    }
-}
-
-async fn real() -> Target {
-    match Target::real().await {
-        Ok(Some(t)) => t,
-        Ok(None) => panic!("kube-apiserver is not provisioned"),
-        Err(e) => panic!("starting kube-apiserver: {e}"),
-    }
-}
-
-async fn send(admin: &HttpSink, method: Method, path: String, ct: &'static str, body: Value) {
-    let answer = admin
-        .requests()
-        .send(
-            method,
-            path.clone(),
-            Some(ct),
-            body.to_string().into_bytes(),
-            1 << 20,
-        )
-        .await
-        .expect("the apiserver answers");
-    assert!(
-        (200..300).contains(&answer.code),
-        "{method} {path}: {} {}",
-        answer.code,
-        String::from_utf8_lossy(&answer.body)
-    );
-}
+use kevents_testkit::Identity;
+use serde_json::json;
 
 /// Writes 6 events in `ns`, raising each to count 1 + 3 over three rounds, while `transport`
 /// exports them; checks the exported history against the stored counts.
