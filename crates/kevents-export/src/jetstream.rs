@@ -536,7 +536,14 @@ impl JetStream {
                 let record: ExportRecord = serde_json::from_slice(&m.payload).map_err(|e| {
                     ExportError::Resume(format!("a record at {} is not one: {e}", m.subject))
                 })?;
-                out.push(record);
+                // A count no event can hold (a message someone else wrote) would silence
+                // the event for good: refused, warned.
+                if record.count > crate::MAX_COUNT {
+                    tracing::warn!(subject = %m.subject, count = record.count,
+                        "the stream's last record of an event holds an impossible count: ignored");
+                } else {
+                    out.push(record);
+                }
             }
             if pending == 0 {
                 break;

@@ -28,7 +28,7 @@ pub use actor::{ExportActor, StopExport};
 pub use async_nats;
 pub use error::ExportError;
 pub use jetstream::{JetStream, JetStreamConfig};
-pub use record::{Api, ExportRecord, Regarding};
+pub use record::{Api, ExportRecord, MAX_COUNT, Malformed, Regarding};
 pub use run::{ExportConfig, ExportStats, Incomplete, run, scope_key};
 pub use store::{MemoryResume, RecordSink, ResumePoint, ResumeStore};
 pub use webhook::{IDEMPOTENCY_KEY, Webhook};

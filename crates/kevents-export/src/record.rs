@@ -120,15 +120,42 @@ fn s(v: &Value, path: &[&str]) -> String {
     cur.as_str().unwrap_or_default().to_owned()
 }
 
-fn u(v: &Value, path: &[&str]) -> u64 {
-    let mut cur = v;
-    for p in path {
-        match cur.get(p) {
-            Some(next) => cur = next,
-            None => return 0,
+/// The largest count an event can hold (Kubernetes' `int32`).
+pub const MAX_COUNT: u64 = i32::MAX as u64;
+
+/// A count field: absent or `null` is 0; an integer in `0..=MAX_COUNT` is itself; anything
+/// else (negative, fractional, larger, not a number) is malformed.
+fn count_at(v: &Value, key: &str) -> Result<u64, Malformed> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(0),
+        Some(n) => match n.as_u64() {
+            Some(c) if c <= MAX_COUNT => Ok(c),
+            _ => Err(Malformed::Count(
+                kevents_core::status::sanitize_server_text(&n.to_string()),
+            )),
+        },
+    }
+}
+
+/// Why a listed or watched object gives no record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    /// It has no `metadata.uid`.
+    #[error("an event without metadata.uid")]
+    NoUid,
+    /// A count that is not an integer from 0 to 2^31-1 (what the apiserver stores).
+    #[error("an event whose count {0} is not an integer from 0 to 2147483647")]
+    Count(String),
+}
+
+impl Malformed {
+    /// A short label for metrics: `no_uid`, `count`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Malformed::NoUid => "no_uid",
+            Malformed::Count(_) => "count",
         }
     }
-    cur.as_u64().unwrap_or(0)
 }
 
 fn first_nonempty(options: [String; 3]) -> Option<String> {
@@ -155,11 +182,23 @@ fn last_writer(object: &Value) -> Option<String> {
 
 impl ExportRecord {
     /// The record of `object` (a watched or listed event of `api`'s view) with `delta` 0;
-    /// `None` without a uid.
+    /// `None` without a uid or with a malformed count ([`ExportRecord::read`] says which).
     pub fn from_object(api: Api, object: &Value) -> Option<Self> {
+        Self::read(api, object).ok()
+    }
+
+    /// The record of `object`, or why it gives none: no uid, or a count that is not an
+    /// integer from 0 to [`MAX_COUNT`] (a count of 0 or none is 1 occurrence).
+    ///
+    /// ```
+    /// use kevents_export::{Api, ExportRecord, Malformed};
+    /// let e = serde_json::json!({"metadata": {"uid": "u"}, "count": -5});
+    /// assert!(matches!(ExportRecord::read(Api::CoreV1, &e), Err(Malformed::Count(_))));
+    /// ```
+    pub fn read(api: Api, object: &Value) -> Result<Self, Malformed> {
         let uid = s(object, &["metadata", "uid"]);
         if uid.is_empty() {
-            return None;
+            return Err(Malformed::NoUid);
         }
         let series = object.get("series").filter(|v| v.is_object());
         let (regarding_key, note_key, count_key, first_key, last_key, source_key) = match api {
@@ -184,9 +223,14 @@ impl ExportRecord {
             Api::CoreV1 => ("reportingComponent", "reportingInstance"),
             Api::EventsV1 => ("reportingController", "reportingInstance"),
         };
-        let count = match series {
-            Some(series) if u(series, &["count"]) > 0 => u(series, &["count"]),
-            _ => u(object, &[count_key]).max(1),
+        let series_count = match series {
+            Some(series) => count_at(series, "count")?,
+            None => 0,
+        };
+        let count = if series_count > 0 {
+            series_count
+        } else {
+            count_at(object, count_key)?.max(1)
         };
         let event_time = s(object, &["eventTime"]);
         let first_time =
@@ -208,7 +252,7 @@ impl ExportRecord {
             s(object, &[source_key, "host"]),
             String::new(),
         ]);
-        Some(ExportRecord {
+        Ok(ExportRecord {
             uid,
             api: last_writer(object),
             namespace: s(object, &["metadata", "namespace"]),
@@ -290,6 +334,43 @@ mod tests {
         assert_eq!(a.api.as_deref(), Some("v1"));
         assert_eq!(a.last_time.as_deref(), Some("2026-01-01T00:00:09.000000Z"));
         assert_eq!(a.first_time.as_deref(), Some("2026-01-01T00:00:00.000000Z"));
+    }
+
+    #[test]
+    fn impossible_counts_are_malformed() {
+        for bad in [
+            json!(-5),
+            json!(1e300),
+            json!(9_223_372_036_854_775_808u64),
+            json!(u64::MAX),
+            json!(2_147_483_648u64),
+            json!("7"),
+            json!(2.5),
+        ] {
+            let e = json!({"metadata": {"uid": "u"}, "count": bad});
+            assert!(
+                matches!(
+                    ExportRecord::read(Api::CoreV1, &e),
+                    Err(Malformed::Count(_))
+                ),
+                "{bad}"
+            );
+            let s = json!({"metadata": {"uid": "u"}, "series": {"count": bad}});
+            assert!(
+                ExportRecord::read(Api::EventsV1, &s).is_err(),
+                "series {bad}"
+            );
+        }
+        let top = json!({"metadata": {"uid": "u"}, "count": 2_147_483_647u64});
+        assert_eq!(
+            ExportRecord::read(Api::CoreV1, &top).unwrap().count,
+            MAX_COUNT
+        );
+        let none = json!({"count": 3});
+        assert_eq!(
+            ExportRecord::read(Api::CoreV1, &none),
+            Err(Malformed::NoUid)
+        );
     }
 
     #[test]

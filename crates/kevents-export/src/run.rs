@@ -99,6 +99,9 @@ pub struct ExportStats {
     pub live: u64,
     /// What the history could not keep exactly, by cause ([`Incomplete`]).
     pub incomplete: Incomplete,
+    /// Listed or watched objects skipped as malformed (no uid, a count outside 0 to
+    /// 2^31-1: [`crate::Malformed`]).
+    pub malformed: u64,
 }
 
 /// What the exported history could not keep exactly, by cause (docs/export.md,
@@ -376,7 +379,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
             unsaved.remove(&scope);
         }
         Item::Upsert { scope, object, rv } => {
-            if let Some(record) = ExportRecord::from_object(config.api, &object) {
+            if let Some(record) = readable(config.api, &object, stats) {
                 let known = state.known.contains_key(record.uid.as_str());
                 let from = match listing.get_mut(&scope) {
                     Some(seen) => {
@@ -391,8 +394,14 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                 };
                 let delta = export(record, state, sink, store, stats).await?;
                 match from {
-                    From::BeforeStart => stats.incomplete.before_start += delta,
-                    From::Gap => stats.incomplete.watch_gap += delta,
+                    From::BeforeStart => {
+                        stats.incomplete.before_start =
+                            stats.incomplete.before_start.saturating_add(delta)
+                    }
+                    From::Gap => {
+                        stats.incomplete.watch_gap =
+                            stats.incomplete.watch_gap.saturating_add(delta)
+                    }
                     From::Watch => {}
                 }
                 if delta > 0 && from != From::Watch {
@@ -413,7 +422,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
         }
         Item::Deleted { scope, object, rv } => {
             // Its last state may carry occurrences not read yet: export them first.
-            if let Some(record) = ExportRecord::from_object(config.api, &object) {
+            if let Some(record) = readable(config.api, &object, stats) {
                 let uid = record.uid.clone();
                 export(record, state, sink, store, stats).await?;
                 if state.known.remove(uid.as_str()).is_some() {
@@ -463,6 +472,29 @@ async fn handle<S: RecordSink, R: ResumeStore>(
     Ok(())
 }
 
+/// The record of a listed or watched object, or `None` counted and warned (at most one line
+/// a minute per cause, with how many since) when it is malformed.
+fn readable(api: Api, object: &serde_json::Value, stats: &mut ExportStats) -> Option<ExportRecord> {
+    match ExportRecord::read(api, object) {
+        Ok(record) => Some(record),
+        Err(why) => {
+            stats.malformed = stats.malformed.saturating_add(1);
+            metrics::counter!("kevents_export_malformed_objects_total", "why" => why.label())
+                .increment(1);
+            static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+            let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                *last = Some(Instant::now());
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                tracing::warn!(name = %kevents_core::status::sanitize_server_text(name),
+                    malformed_so_far = stats.malformed, error = %why,
+                    "an event that cannot be exported: skipped, counted in kevents_export_malformed_objects_total");
+            }
+            None
+        }
+    }
+}
+
 /// The lists in progress per scope (the uids they read), and the scopes whose first list
 /// reads events older than the export.
 struct Lists<'a> {
@@ -507,8 +539,8 @@ async fn export<S: RecordSink, R: ResumeStore>(
             ns,
         },
     );
-    stats.records += 1;
-    stats.occurrences += record.delta;
+    stats.records = stats.records.saturating_add(1);
+    stats.occurrences = stats.occurrences.saturating_add(record.delta);
     metrics::counter!("kevents_export_records_total").increment(1);
     metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
     metrics::histogram!("kevents_export_lag_seconds").record(lag);
