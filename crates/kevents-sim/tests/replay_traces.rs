@@ -81,7 +81,7 @@ fn replay_dir(dir: &std::path::Path, version: ClientGoVersion, at_least: usize) 
 /// agreement above is vacuous.
 #[test]
 fn profiles_disagree_where_the_releases_do() {
-    for (dir, name, version) in [
+    for (set, name, version) in [
         ("traces-1.36", "spam-1-005", ClientGoVersion::V1_20),
         ("traces-1.36", "spam-1-012", ClientGoVersion::V1_20),
         ("traces-1.36", "invalid-names", ClientGoVersion::V1_20),
@@ -100,7 +100,7 @@ fn profiles_disagree_where_the_releases_do() {
         ("traces", "spam-1-005", ClientGoVersion::V1_37),
         ("traces", "spam-1-012", ClientGoVersion::V1_37),
     ] {
-        let dir = &common::trace_dirs(dir)[0];
+        let dir = &common::trace_dirs(set)[0];
         let flags = std::fs::read_to_string(dir.join(format!("{name}.flags"))).unwrap_or_default();
         let input = std::fs::read(dir.join(format!("{name}.jsonl"))).unwrap();
         let expected = std::fs::read_to_string(dir.join(format!("{name}.expected"))).unwrap();
@@ -111,7 +111,7 @@ fn profiles_disagree_where_the_releases_do() {
         let got = String::from_utf8(out).unwrap();
         assert!(
             common::first_difference(&expected, &got).is_some(),
-            "{dir}/{name} with {version} agrees with the other release"
+            "{set}/{name} with {version} agrees with the other release"
         );
     }
 }
