@@ -15,6 +15,8 @@ fn apiserver_binary() -> PathBuf {
     let v = v.trim_start_matches('v');
     let under_cache = if v == "1.36" || v.starts_with("1.36.") {
         "k8s-1.36/kube-apiserver"
+    } else if v == "1.37" || v.starts_with("1.37.") {
+        "k8s-1.37/kube-apiserver"
     } else {
         "bin/kube-apiserver"
     };

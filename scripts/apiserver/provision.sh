@@ -12,12 +12,12 @@
 #   KEVENTS_DEBIAN_SUITE   Debian suite to take the source from (default bookworm)
 #   KEVENTS_FORCE_REBUILD  set to 1 to rebuild even if a cached binary exists
 #   KEVENTS_KEEP_WORK      set to 1 to keep the source tree / Go cache after a build
-#   KEVENTS_K8S_VERSION    unset, 1.20 or 1.20.2: the above (default). 1.36 (or the pinned
-#                          1.36.N): instead build kube-apiserver v1.36.N and etcd 3.6 from Go
-#                          modules (the wrapper modules scripts/apiserver/k8s-1.36 and etcd-3.6,
-#                          go.sum committed, built with -mod=readonly) into
-#                          $KEVENTS_CACHE/k8s-1.36.N/{kube-apiserver,etcd}, stable symlink
-#                          $KEVENTS_CACHE/k8s-1.36; Go module and build caches in
+#   KEVENTS_K8S_VERSION    unset, 1.20 or 1.20.2: the above (default). 1.36 or 1.37 (or the
+#                          pinned 1.36.3 / 1.37.2): instead build kube-apiserver v1.3x.N and its
+#                          etcd (3.6.8 / 3.7.0) from Go modules (the wrapper modules
+#                          scripts/apiserver/k8s-1.3x and etcd-3.x, go.sum committed, built with
+#                          -mod=readonly) into $KEVENTS_CACHE/k8s-1.3x.N/{kube-apiserver,etcd},
+#                          stable symlink $KEVENTS_CACHE/k8s-1.3x; Go module and build caches in
 #                          $KEVENTS_CACHE/go/{mod,build}. Needs Go >= 1.26 (KEVENTS_GO, else
 #                          /usr/local/go/bin/go, else go on PATH; a Go >= 1.21 fetches the
 #                          go1.26 toolchain through the Go module proxy).
@@ -240,13 +240,13 @@ finish() {
 }
 
 
-# ------------------------------------------ Kubernetes 1.36 from Go modules
-# KEVENTS_K8S_VERSION=1.36: kube-apiserver and etcd built with Go from the Go module proxy
-# (no Debian source involved). The pinned versions live in the wrapper modules' go.mod.
+# ------------------------------------- Kubernetes 1.36 and 1.37 from Go modules
+# KEVENTS_K8S_VERSION=1.36 or 1.37: kube-apiserver and etcd built with Go from the Go module
+# proxy (no Debian source involved). The pinned versions live in the wrapper modules' go.mod:
+# k8s-1.36 + etcd-3.6 (v1.36.3, etcd 3.6.8), k8s-1.37 + etcd-3.7 (v1.37.2, etcd 3.7.0).
 # Recipe revision of this build (bump when the build flags change).
 GO_RECIPE=r1
-K8S_MOD="$SCRIPT_DIR/k8s-1.36"
-ETCD_MOD="$SCRIPT_DIR/etcd-3.6"
+K8S_MOD="" ETCD_MOD=""
 
 pick_go() {
     local g
@@ -256,7 +256,7 @@ pick_go() {
         v=$("$g" env GOVERSION 2>/dev/null || true)      # go1.26.8
         minor=$(printf '%s\n' "$v" | sed -nE 's/^go1\.([0-9]+).*/\1/p')
         if [ -n "$minor" ] && [ "$minor" -ge 21 ]; then echo "$g"; return 0; fi
-        log "skipping $g ($v): too old to build Kubernetes 1.36 (needs Go >= 1.26, or >= 1.21 to fetch it)"
+        log "skipping $g ($v): too old to build Kubernetes 1.36/1.37 (needs Go >= 1.26, or >= 1.21 to fetch it)"
     done
     return 1
 }
@@ -266,11 +266,15 @@ pinned() { awk -v m="$2" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "requir
 
 provision_go_build() {
     local want=$1 kver etcdver dest link stamp
+    case "$want" in
+        1.36|1.36.*|v1.36|v1.36.*) K8S_MOD="$SCRIPT_DIR/k8s-1.36" ETCD_MOD="$SCRIPT_DIR/etcd-3.6" ;;
+        1.37|1.37.*|v1.37|v1.37.*) K8S_MOD="$SCRIPT_DIR/k8s-1.37" ETCD_MOD="$SCRIPT_DIR/etcd-3.7" ;;
+    esac
     kver=$(pinned "$K8S_MOD" k8s.io/kubernetes)
     etcdver=$(pinned "$ETCD_MOD" go.etcd.io/etcd/server/v3)
     [ -n "$kver" ] && [ -n "$etcdver" ] || die "cannot read the pinned versions from $K8S_MOD/go.mod and $ETCD_MOD/go.mod"
     case "$want" in
-        1.36|v1.36) ;;
+        1.36|v1.36|1.37|v1.37) ;;
         *) [ "v${want#v}" = "$kver" ] || die "KEVENTS_K8S_VERSION=$want, but $K8S_MOD/go.mod pins k8s.io/kubernetes $kver" ;;
     esac
     dest="$CACHE/k8s-${kver#v}"
@@ -285,7 +289,7 @@ provision_go_build() {
         log "cached binaries found: $dest (skipping the build)"
     else
         local go gover ldflags p date tmp t0
-        go=$(pick_go) || die "no usable Go found (set KEVENTS_GO; Debian bookworm's golang-go 1.19 is too old for Kubernetes 1.36)"
+        go=$(pick_go) || die "no usable Go found (set KEVENTS_GO; Debian bookworm's golang-go 1.19 is too old for Kubernetes 1.36/1.37)"
         gover=$("$go" env GOVERSION)
         log "go: $go ($gover)"
         mkdir -p "$CACHE/go/mod" "$CACHE/go/build" "$CACHE/go/tmp"
@@ -356,10 +360,10 @@ ensure_tools "nats-server" nats-server
 
 case "${KEVENTS_K8S_VERSION:-}" in
     ""|1.20|1.20.2|v1.20.2) ;;
-    1.36|1.36.*|v1.36|v1.36.*)
+    1.36|1.36.*|v1.36|v1.36.*|1.37|1.37.*|v1.37|v1.37.*)
         provision_go_build "$KEVENTS_K8S_VERSION"
         exit 0 ;;
-    *) die "KEVENTS_K8S_VERSION=$KEVENTS_K8S_VERSION: supported are 1.20 (the default, v1.20.2 from Debian's source) and 1.36" ;;
+    *) die "KEVENTS_K8S_VERSION=$KEVENTS_K8S_VERSION: supported are 1.20 (the default, v1.20.2 from Debian's source), 1.36 and 1.37 (from Go modules)" ;;
 esac
 
 if [ "${KEVENTS_FORCE_REBUILD:-0}" != 1 ]; then

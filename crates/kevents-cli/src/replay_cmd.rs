@@ -55,9 +55,9 @@ pub struct ReplayArgs {
     /// Input format: a trace, or `kubectl get events -o json` output.
     #[arg(long, value_enum, default_value_t = InputFormat::Trace)]
     from: InputFormat,
-    /// The client-go release to behave like: 1.36 (spam key with the event type, UUID
-    /// names for invalid ones, x/time 0.16's token bucket) or 1.20.
-    #[arg(long, value_name = "VERSION", default_value = "1.36", value_parser = parse_client_go)]
+    /// The client-go release to behave like: 1.37 or 1.36 (the same behaviour: spam key with
+    /// the event type, UUID names for invalid ones, x/time 0.16's token bucket) or 1.20.
+    #[arg(long, value_name = "VERSION", default_value = "1.37", value_parser = parse_client_go)]
     client_go: ClientGoVersion,
     /// The API replayed: core/v1 (tools/record's correlator, one decision per line) or
     /// events.k8s.io/v1 (tools/events' series, one line per sink call; docs/replay-format.md).
@@ -141,9 +141,9 @@ impl ReplayArgs {
                 if let Some((flag, _)) = core_only.iter().find(|(_, given)| *given) {
                     return Err(usage(format!("{flag} applies to --api core/v1 only")));
                 }
-                if self.client_go != ClientGoVersion::V1_36 {
+                if self.client_go.behaviour() != ClientGoVersion::V1_36 {
                     return Err(usage(
-                        "--api events.k8s.io/v1 replays client-go 1.36's tools/events only"
+                        "--api events.k8s.io/v1 replays the tools/events of client-go 1.37 and 1.36 only"
                             .to_owned(),
                     ));
                 }

@@ -29,12 +29,17 @@ fn values(bytes: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-/// v1.20.2's answers with `--client-go 1.20`, v0.36.4's with the default (1.36).
+/// v1.20.2's answers with `--client-go 1.20`, v0.36.4's with `--client-go 1.36`, v0.37.2's
+/// with the default (1.37).
 #[test]
 fn replay_command_agrees_with_client_go_on_samples_with_flags() {
     for (dir, profile) in [
         (traces(), &["--client-go", "1.20"][..]),
-        (traces().with_file_name("traces-1.36"), &[][..]),
+        (
+            traces().with_file_name("traces-1.36"),
+            &["--client-go", "1.36"][..],
+        ),
+        (traces().with_file_name("traces-1.37"), &[][..]),
     ] {
         for name in ["spam-1-012", "similar-1-011", "ttl-1-006", "mixed-1-010"] {
             let flags = std::fs::read_to_string(dir.join(format!("{name}.flags"))).unwrap();

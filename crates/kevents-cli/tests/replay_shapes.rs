@@ -137,7 +137,7 @@ fn flags_of_one_api_are_refused_with_the_other() {
     );
     assert_usage(
         &["replay", "--api", "events.k8s.io/v1", "--client-go", "1.20"],
-        "client-go 1.36",
+        "client-go 1.37 and 1.36",
     );
     assert_usage(
         &["replay", "--ticks", "auto"],
@@ -154,8 +154,9 @@ fn fixture(dir: &str, name: &str, ext: &str) -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
 
-/// Through the binary: the default is client-go 1.36, `--client-go 1.20` gives v1.20.2's
-/// decisions (`spam-1-012` line 65 differs between them: the spam key's type).
+/// Through the binary: the default is client-go 1.37, `--client-go 1.20` gives v1.20.2's
+/// decisions (`spam-1-012` line 65 differs between them: the spam key's type), `1.36` and
+/// `1.37` the same as the default.
 #[test]
 fn the_client_go_flag_selects_the_release() {
     let input = fixture("traces", "spam-1-012", "jsonl");
@@ -163,8 +164,12 @@ fn the_client_go_flag_selects_the_release() {
     let mut args = vec!["replay"];
     args.extend(flags.split_whitespace());
     let default = lines(&kevents(&args, &input));
-    args.extend(["--client-go", "1.20"]);
-    let old = lines(&kevents(&args, &input));
+    let with = |v: &'static str| {
+        let mut a = args.clone();
+        a.extend(["--client-go", v]);
+        lines(&kevents(&a, &input))
+    };
+    let old = with("1.20");
     let parse = |b: Vec<u8>| -> Vec<Value> {
         String::from_utf8(b)
             .unwrap()
@@ -175,6 +180,11 @@ fn the_client_go_flag_selects_the_release() {
     assert_eq!(old, parse(fixture("traces", "spam-1-012", "expected")));
     assert_eq!(
         default,
+        parse(fixture("traces-1.37", "spam-1-012", "expected"))
+    );
+    assert_eq!(with("1.37"), default);
+    assert_eq!(
+        with("1.36"),
         parse(fixture("traces-1.36", "spam-1-012", "expected"))
     );
     assert_ne!(default[65], old[65]);

@@ -1,5 +1,6 @@
-//! Every events.k8s.io/v1 series trace replays to client-go 1.36 `tools/events`' sink calls
-//! (the harness's `-mode series`), JSON value for JSON value, UUID names by pattern.
+//! Every events.k8s.io/v1 series trace replays to client-go 1.36's and 1.37's `tools/events`
+//! sink calls (the harnesses' `-mode series`), JSON value for JSON value, UUID names by
+//! pattern.
 
 mod common;
 
@@ -69,5 +70,14 @@ fn every_shared_series_trace_matches_client_go_1_36() {
 fn every_kevents_series_trace_matches_client_go_1_36() {
     for dir in common::trace_dirs("traces-v1-kevents") {
         replay_dir(&dir, 6);
+    }
+}
+
+/// client-go v0.37.2's answers (`tests/fixtures/traces-v1-1.37`: the 13 shared samples and
+/// the 6 kevents traces through the harness of `scripts/oracle/client-go-0.37`).
+#[test]
+fn every_series_trace_matches_client_go_1_37() {
+    for dir in common::trace_dirs("traces-v1-1.37") {
+        replay_dir(&dir, 19);
     }
 }

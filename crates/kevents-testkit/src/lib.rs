@@ -1,5 +1,5 @@
 //! Test harness for kevents against apiservers: a real kube-apiserver + etcd (v1.20.2, or
-//! v1.36 with `KEVENTS_K8S_VERSION=1.36`; [`RealApiserver`], started by
+//! v1.36 / v1.37 with `KEVENTS_K8S_VERSION=1.36` or `1.37`; [`RealApiserver`], started by
 //! `scripts/apiserver/start.sh`), the in-process simulator,
 //! and the conformance suites ([`conformance::core_v1`], [`conformance::events_v1`]) that run
 //! the same scenarios against both through a [`Target`]; and real NATS JetStream servers
@@ -160,7 +160,7 @@ pub fn scripts_dir() -> PathBuf {
 /// Where `start.sh` looks for kube-apiserver (`KEVENTS_KUBE_APISERVER`, else, for the version
 /// `KEVENTS_K8S_VERSION` chooses, `${KEVENTS_CACHE:-/var/cache/kevents}/bin/kube-apiserver`
 /// (unset or `1.20`: v1.20.2) or `${KEVENTS_CACHE:-/var/cache/kevents}/k8s-1.36/kube-apiserver`
-/// (`1.36`)).
+/// (`1.36`) or `.../k8s-1.37/kube-apiserver` (`1.37`)).
 ///
 /// ```
 /// assert!(kevents_testkit::apiserver_binary().ends_with("kube-apiserver"));
@@ -182,11 +182,12 @@ pub fn apiserver_binary() -> PathBuf {
 fn binary_under_cache(k8s_version: Option<&str>) -> &'static str {
     match k8s_version.map(|v| v.trim_start_matches('v')) {
         Some(v) if v == "1.36" || v.starts_with("1.36.") => "k8s-1.36/kube-apiserver",
+        Some(v) if v == "1.37" || v.starts_with("1.37.") => "k8s-1.37/kube-apiserver",
         _ => "bin/kube-apiserver",
     }
 }
 
-/// A running etcd + kube-apiserver (v1.20.2, or v1.36 with `KEVENTS_K8S_VERSION=1.36`) on
+/// A running etcd + kube-apiserver (v1.20.2, or v1.36 / v1.37 with `KEVENTS_K8S_VERSION`) on
 /// loopback, stopped (by `stop.sh`, which signals exactly the recorded process ids) when
 /// dropped.
 #[derive(Debug)]
@@ -194,7 +195,7 @@ pub struct RealApiserver {
     dir: tempfile::TempDir,
     /// `https://127.0.0.1:PORT`.
     pub url: String,
-    /// The server's version, as its binary's `--version` says (`v1.20.2`, `v1.36.3`).
+    /// The server's version, as its binary's `--version` says (`v1.20.2`, `v1.36.3`, `v1.37.2`).
     pub version: String,
     /// The serving certificate bundle to trust.
     pub ca_file: PathBuf,
@@ -539,7 +540,7 @@ impl<S> Target<S> {
     }
 
     /// The Kubernetes minor release the target answers like: 20 for the simulator (it answers
-    /// like kube-apiserver 1.20) and a v1.20.2 server, 36 for v1.36.x. Conformance scenarios
+    /// like kube-apiserver 1.20) and a v1.20.2 server, 36 for v1.36.x, 37 for v1.37.x. Conformance scenarios
     /// whose answer changed between the two expect each version's own.
     pub fn server_minor(&self) -> u32 {
         match &self.backend {
@@ -603,6 +604,7 @@ mod tests {
     fn minor_release_of_a_version() {
         assert_eq!(super::minor_of("v1.20.2"), Some(20));
         assert_eq!(super::minor_of("v1.36.3"), Some(36));
+        assert_eq!(super::minor_of("v1.37.2"), Some(37));
         assert_eq!(super::minor_of(""), None);
     }
 
@@ -618,5 +620,18 @@ mod tests {
                 "{v}"
             );
         }
+        for v in ["1.37", "1.37.2", "v1.37.2"] {
+            assert_eq!(
+                super::binary_under_cache(Some(v)),
+                "k8s-1.37/kube-apiserver",
+                "{v}"
+            );
+        }
+        // Not a provisioned version: 1.20's binary, as start.sh would refuse it.
+        assert_eq!(super::binary_under_cache(Some("1.3")), "bin/kube-apiserver");
+        assert_eq!(
+            super::binary_under_cache(Some("1.370")),
+            "bin/kube-apiserver"
+        );
     }
 }

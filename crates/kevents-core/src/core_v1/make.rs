@@ -128,8 +128,8 @@ impl Default for EventFactory {
 }
 
 impl EventFactory {
-    /// A factory for `source` with client-go's defaults (client-go 1.36's, see
-    /// [`ClientGoVersion`]).
+    /// A factory for `source` with client-go's defaults (client-go 1.37's, the same as 1.36's;
+    /// see [`ClientGoVersion`]).
     pub fn new(source: EventSource) -> Self {
         EventFactory::for_client_go(source, ClientGoVersion::default())
     }

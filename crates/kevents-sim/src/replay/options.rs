@@ -46,7 +46,7 @@ pub struct ReplayOptions {
     pub max_occurrences: u64,
     /// `--max-line-bytes`: longest trace line, not counting its `\n` or `\r\n`.
     pub max_line_bytes: usize,
-    /// `--client-go`: the client-go release replayed (default 1.36).
+    /// `--client-go`: the client-go release replayed (default 1.37).
     pub client_go: ClientGoVersion,
 }
 

@@ -3,8 +3,9 @@
 //! [`kevents_http::HttpSink`]'s [`events_v1::EventSink`](kevents_core::events_v1::EventSink) implementation. The same functions run
 //! against the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to
 //! answer like the real one (codes and `Status` reasons; messages are not compared), and
-//! against v1.36 (`KEVENTS_K8S_VERSION=1.36`): scenarios whose answer changed since 1.20 expect
-//! each version's own ([`Target::server_minor`]).
+//! against v1.37 and v1.36 (`KEVENTS_K8S_VERSION=1.37` or `1.36`): scenarios whose answer
+//! changed since 1.20 expect each version's own ([`Target::server_minor`]; 1.37 answers as
+//! 1.36).
 
 use std::time::{Duration, SystemTime};
 
@@ -240,8 +241,8 @@ pub async fn v1_long_note_is_invalid<S: SuiteSink>(t: &Target<S>) -> Outcome {
 
 /// The event validation (`legacyValidateEvent`, `pkg/apis/core/validation/events.go`) of an event
 /// about a cluster-scoped object: in `kube-system` it is stored by every version; in `default` a
-/// 1.20 apiserver (and the simulator) refuse it with 422 Invalid, and 1.36 stores it (that
-/// check accepts `default` too there).
+/// 1.20 apiserver (and the simulator) refuse it with 422 Invalid, and 1.36 and 1.37 store it
+/// (that check accepts `default` too there).
 pub async fn v1_cluster_scoped_namespace<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let node = ObjectReference::new("v1", "Node", "", unique("v1-node"));
     let mut e = event(node, "Reboot", "rebooted")?;
@@ -260,7 +261,7 @@ pub async fn v1_cluster_scoped_namespace<S: SuiteSink>(t: &Target<S>) -> Outcome
         t.admin
             .create_events_v1(&e)
             .await
-            .server_copy("create in default (1.36)")?;
+            .server_copy("create in default (1.36+)")?;
         Ok(())
     } else {
         expect_status(t.admin.create_events_v1(&e).await, 422, "Invalid")
@@ -269,8 +270,8 @@ pub async fn v1_cluster_scoped_namespace<S: SuiteSink>(t: &Target<S>) -> Outcome
 
 /// A series PATCH with count 1. On a 1.20 apiserver (and the simulator) the update validation
 /// (`ValidateUpdate` in `pkg/registry/core/event/strategy.go`) compares the new object with
-/// itself, so the PATCH is not validated (count 1 is stored); 1.36 compares it with the stored
-/// object and validates the series: 422 Invalid (`series.count`: should be at least 2).
+/// itself, so the PATCH is not validated (count 1 is stored); 1.36 and 1.37 compare it with the
+/// stored object and validates the series: 422 Invalid (`series.count`: should be at least 2).
 pub async fn v1_series_patch_validation<S: SuiteSink>(t: &Target<S>) -> Outcome {
     let e = event(pod(&unique("v1-count1")), "Restart", "crash")?;
     t.admin.create_events_v1(&e).await.server_copy("create")?;

@@ -3,8 +3,9 @@
 //! ([`kevents_http::HttpSink`] by default, any [`SuiteSink`]). The same functions run against
 //! the simulator and the real kube-apiserver v1.20.2, so the simulator is shown to answer
 //! like the real one, and through kevents-http's and kevents-kube's sinks alike; and against
-//! v1.36 (`KEVENTS_K8S_VERSION=1.36`), where the scenarios whose answer changed expect each
-//! version's own ([`Target::server_minor`](crate::Target::server_minor)).
+//! v1.37 and v1.36 (`KEVENTS_K8S_VERSION=1.37` or `1.36`), where the scenarios whose answer
+//! changed since 1.20 expect each version's own
+//! ([`Target::server_minor`](crate::Target::server_minor); 1.37 answers them as 1.36 does).
 //!
 //! * [`core_v1`]: `/api/v1` events, as client-go's `tools/record` writes them;
 //! * [`events_v1`]: `/apis/events.k8s.io/v1` events, as client-go's `tools/events` writes them.

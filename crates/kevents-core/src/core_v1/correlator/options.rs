@@ -79,12 +79,12 @@ pub struct CorrelatorOptions {
     /// Clock (None: the system clock).
     pub clock: Option<SharedClock>,
     /// Spam key function (None: the profile's, [`spam_key_with_type`](super::spam_key_with_type)
-    /// for client-go 1.36, [`spam_key`](super::spam_key) for 1.20).
+    /// for client-go 1.36 and 1.37, [`spam_key`](super::spam_key) for 1.20).
     pub spam_key_fn: Option<SpamKeyFn>,
     /// Which similar message leaves the set when aggregation triggers.
     pub aggregate_pop: AggregatePop,
     /// The client-go release whose spam key and token bucket are used where
-    /// `spam_key_fn` and `token_bucket` do not say (default 1.36).
+    /// `spam_key_fn` and `token_bucket` do not say (default 1.37).
     pub client_go: ClientGoVersion,
     /// The spam filter's token-bucket arithmetic (None: the profile's).
     pub token_bucket: Option<TokenBucket>,
@@ -124,7 +124,7 @@ impl CorrelatorOptions {
     /// use kevents_core::profile::{ClientGoVersion, TokenBucket};
     /// let o = CorrelatorOptions::for_client_go(ClientGoVersion::V1_20).with_defaults();
     /// assert_eq!(o.token_bucket, Some(TokenBucket::Legacy));
-    /// assert_eq!(CorrelatorOptions::default().client_go, ClientGoVersion::V1_36);
+    /// assert_eq!(CorrelatorOptions::default().client_go, ClientGoVersion::V1_37);
     /// ```
     pub fn for_client_go(version: ClientGoVersion) -> Self {
         CorrelatorOptions {
