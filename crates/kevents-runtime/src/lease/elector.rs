@@ -19,6 +19,9 @@ use super::record::{LeaseRecord, decode_lease, get_lease, lease_path, new_lease,
 
 pub use super::record::MAX_LEASE_BYTES;
 
+/// The pause before a release is written again after a 409 Conflict.
+const RELEASE_CONFLICT_PAUSE: Duration = Duration::from_millis(20);
+
 /// A candidate in a coordination.k8s.io/v1 Lease election, with client-go's
 /// `tools/leaderelection` rules over a `LeaseLock`: read the Lease; create it if missing; if
 /// another candidate holds it and it has not expired (not seen changing, on this process's
@@ -135,8 +138,23 @@ impl<T: Transport> LeaderElector<T> {
     /// Gives the Lease up if this candidate holds it (client-go's `release`, what its
     /// `ReleaseOnCancel` does): reads it, and if it still names this candidate writes it
     /// with no holder and `leaseDurationSeconds` 1, so that a standby takes over at its next
-    /// try. `Ok(true)` when released, `Ok(false)` when not holding it.
+    /// try. A 409 Conflict (a renewal in flight landed between the read and the write) reads
+    /// it again and tries again within the renew deadline, as client-go 1.37 does. `Ok(true)`
+    /// when released, `Ok(false)` when not holding it.
     pub async fn release(&mut self) -> Result<bool, LeaseError> {
+        let deadline = Instant::now() + self.config.renew_deadline;
+        loop {
+            match self.release_once().await {
+                Err(LeaseError::Conflict) if Instant::now() < deadline => {
+                    sleep(RELEASE_CONFLICT_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One read and, if this candidate holds the Lease, one write of its release.
+    async fn release_once(&mut self) -> Result<bool, LeaseError> {
         let read_at = Instant::now().into_std();
         let Some(lease) = self.get().await? else {
             return Ok(false);
@@ -426,6 +444,8 @@ mod tests {
     const UP: u8 = 0;
     const FAILING: u8 = 1;
     const HANGING: u8 = 2;
+    /// The next PUT meets a renewal that landed first: 409, the stored resourceVersion moved.
+    const CONFLICT_ONCE: u8 = 3;
 
     #[derive(Clone, Default, Debug)]
     struct Store {
@@ -451,6 +471,20 @@ mod tests {
                 v["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 v
             };
+            if request.method == Method::Put
+                && self
+                    .mode
+                    .compare_exchange(CONFLICT_ONCE, UP, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                && let Some((v, rv)) = slot.as_mut()
+            {
+                *rv += 1;
+                *v = with_rv(v.clone(), *rv);
+                return Response {
+                    code: 409,
+                    ..Default::default()
+                };
+            }
             match (request.method, slot.as_ref()) {
                 (Method::Get, None) => Response {
                     code: 404,
@@ -484,7 +518,7 @@ mod tests {
         fn send(&self, request: Request) -> TransportFuture<'_> {
             Box::pin(async move {
                 match self.mode.load(Ordering::SeqCst) {
-                    UP => Ok(self.answer(&request)),
+                    UP | CONFLICT_ONCE => Ok(self.answer(&request)),
                     FAILING => Err(SinkError::Transport("connection refused".into())),
                     _ => std::future::pending().await,
                 }
@@ -544,6 +578,23 @@ mod tests {
         let record = record.expect("stored").expect("a record");
         assert_eq!(record.holder_identity, "");
         assert_eq!(record.lease_duration_seconds, 1);
+    }
+
+    #[tokio::test]
+    async fn a_release_that_meets_a_conflict_reads_again_and_releases() {
+        let store = Store::default();
+        let mut a = elector(&store, "a");
+        a.try_acquire_or_renew().await.expect("acquires");
+        assert!(a.is_leader());
+        store.mode.store(CONFLICT_ONCE, Ordering::SeqCst);
+        assert_eq!(a.release().await, Ok(true), "released after the conflict");
+        let holder = store
+            .lease
+            .lock()
+            .expect("lock")
+            .as_ref()
+            .map(|(v, _)| v["spec"]["holderIdentity"].clone());
+        assert_eq!(holder, Some(Value::String(String::new())));
     }
 
     #[tokio::test]
