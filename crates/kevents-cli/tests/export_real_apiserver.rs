@@ -38,26 +38,34 @@ struct Writer {
     counts: HashMap<(String, String, bool), u64>,
 }
 
-impl Writer {
-    async fn request(&self, method: Method, path: String, ct: &'static str, body: Value) {
-        let answer = self
-            .sink
-            .requests()
-            .send(
-                method,
-                path.clone(),
-                Some(ct),
-                body.to_string().into_bytes(),
-                1 << 20,
-            )
+/// The admin's sink of `server`.
+async fn admin_sink(server: &kevents_testkit::RealApiserver) -> HttpSink {
+    HttpSink::new(
+        HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None)
             .await
-            .expect("the apiserver answers");
-        assert!(
-            (200..300).contains(&answer.code),
-            "{method} {path}: {} {}",
-            answer.code,
-            String::from_utf8_lossy(&answer.body)
-        );
+            .expect("config"),
+    )
+    .expect("sink")
+}
+
+impl Writer {
+    /// A writer that created `n` events of each API in each namespace.
+    async fn seeded(sink: &HttpSink, n: usize) -> Writer {
+        let mut writer = Writer {
+            sink: sink.clone(),
+            counts: HashMap::new(),
+        };
+        for ns in NAMESPACES {
+            for i in 0..n {
+                writer.create(ns, i, true).await;
+                writer.create(ns, i, false).await;
+            }
+        }
+        writer
+    }
+
+    async fn request(&self, method: Method, path: String, ct: &'static str, body: Value) {
+        kevents_testkit::send_json(&self.sink, method, path, ct, &body).await;
     }
 
     async fn create(&mut self, ns: &str, i: usize, core: bool) {
@@ -414,10 +422,7 @@ kevents_testkit::real_apiserver_tests! {
         let log = logdir.path().join("export.log");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let sink = HttpSink::new(
-                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
-            )
-            .expect("sink");
+            let sink = admin_sink(&server).await;
             let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
             let mut export = spawn_export(&server.admin_kubeconfig, &nats_url, &log, None);
             for ns in NAMESPACES {
@@ -488,17 +493,8 @@ kevents_testkit::real_apiserver_tests! {
         let nats_url = nats.url();
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let sink = HttpSink::new(
-                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
-            )
-            .expect("sink");
-            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
-            for ns in NAMESPACES {
-                for i in 0..5 {
-                    writer.create(ns, i, true).await;
-                    writer.create(ns, i, false).await;
-                }
-            }
+            let sink = admin_sink(&server).await;
+            let mut writer = Writer::seeded(&sink, 5).await;
             let client = kevents_export::async_nats::connect(nats_url.as_str()).await.expect("NATS");
             let js = JetStream::open(client, JetStreamConfig::new("export")).await.expect("stream");
             let config = kevents_export::ExportConfig {
@@ -553,10 +549,7 @@ kevents_testkit::real_apiserver_tests! {
         let log = logdir.path().join("export.log");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let sink = HttpSink::new(
-                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
-            )
-            .expect("sink");
+            let sink = admin_sink(&server).await;
             // Short lease times so the takeovers fit a test (client-go's defaults otherwise).
             let replica = |id: &str| {
                 spawn_replica(&server.admin_kubeconfig, &nats_url, &log, "export-test", id, &[])
@@ -565,13 +558,7 @@ kevents_testkit::real_apiserver_tests! {
             let mut replicas: HashMap<String, Child> = HashMap::new();
             replicas.insert("a0".into(), replica("a0"));
             replicas.insert("b0".into(), replica("b0"));
-            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
-            for ns in NAMESPACES {
-                for i in 0..6 {
-                    writer.create(ns, i, true).await;
-                    writer.create(ns, i, false).await;
-                }
-            }
+            let mut writer = Writer::seeded(&sink, 6).await;
             let mut holders = Vec::new();
             for round in 1..=2u64 {
                 writer.raise_all(round).await;
@@ -619,10 +606,7 @@ kevents_testkit::real_apiserver_tests! {
         let log = logdir.path().join("export.log");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         rt.block_on(async {
-            let sink = HttpSink::new(
-                HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None).await.expect("config"),
-            )
-            .expect("sink");
+            let sink = admin_sink(&server).await;
             let replica = |id: &str| {
                 spawn_replica(&server.admin_kubeconfig, &nats_url, &log, "export-freeze", id, &[])
             };
@@ -630,13 +614,7 @@ kevents_testkit::real_apiserver_tests! {
             let mut replicas: HashMap<String, Child> = HashMap::new();
             replicas.insert("fa".into(), replica("fa"));
             replicas.insert("fb".into(), replica("fb"));
-            let mut writer = Writer { sink: sink.clone(), counts: HashMap::new() };
-            for ns in NAMESPACES {
-                for i in 0..6 {
-                    writer.create(ns, i, true).await;
-                    writer.create(ns, i, false).await;
-                }
-            }
+            let mut writer = Writer::seeded(&sink, 6).await;
             // The external writer raises counts for 60 s; meanwhile the holder is frozen past
             // its Lease three times and thawed after the other replica took over.
             let started = Instant::now();

@@ -371,7 +371,7 @@ impl JetStream {
     ) -> Result<u64, ExportError> {
         // A writer whose resume point is elsewhere (not loaded from this stream) begins its
         // term at its first write.
-        let mut expected = match self.fence() {
+        let expected = match self.fence() {
             Some(seq) => seq,
             None => self.begin_term().await?,
         };
@@ -435,7 +435,6 @@ impl JetStream {
                     tracing::debug!(error = ?error.map(|e| e.to_string()), "a record's write was not stored; sending it again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(2));
-                    expected = self.fence().unwrap_or(expected);
                 }
             }
         }

@@ -109,10 +109,11 @@ pub(crate) async fn run_scope<T: StreamTransport>(
                 verb,
                 retry_in,
                 failures,
+                warn,
             } => {
                 let error = error.to_string();
                 let retry_ms = retry_in.as_millis() as u64;
-                if failures == 1 || failures.is_multiple_of(10) {
+                if warn {
                     tracing::warn!(scope, namespace = %cfg.namespace, verb, %error, retry_ms, failures,
                         "watch scope failed, retrying");
                 } else {

@@ -15,20 +15,8 @@ pub(crate) fn unit_random() -> f64 {
 /// Failures in a row: each pause is between half and all of `first` doubled once per earlier
 /// failure, at most `max`; a refusal of the identity (401/403) waits `forbidden` instead (its
 /// rights will not come back soon). Warns at the first failure and every tenth.
-///
-/// ```
-/// use std::time::Duration;
-/// use kevents_runtime::Backoff;
-/// let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-/// let (pause, warn) = b.failed();
-/// assert!(pause >= Duration::from_millis(500) && pause <= Duration::from_secs(1));
-/// assert!(warn);
-/// assert_eq!(b.failures(), 1);
-/// b.reset();
-/// assert_eq!(b.failures(), 0);
-/// ```
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     first: Duration,
     max: Duration,
     forbidden: Duration,
@@ -38,7 +26,7 @@ pub struct Backoff {
 impl Backoff {
     /// Pauses from `first` doubling to `max`; a 401/403 waits `max` (see
     /// [`Backoff::with_forbidden`]).
-    pub fn new(first: Duration, max: Duration) -> Self {
+    pub(crate) fn new(first: Duration, max: Duration) -> Self {
         Backoff {
             first,
             max: max.max(first),
@@ -48,20 +36,13 @@ impl Backoff {
     }
 
     /// The same with another pause after a 401/403.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// let mut b = kevents_runtime::Backoff::new(Duration::from_secs(1), Duration::from_secs(30))
-    ///     .with_forbidden(Duration::from_secs(60));
-    /// assert!(b.forbidden().0 >= Duration::from_secs(60));
-    /// ```
-    pub fn with_forbidden(mut self, forbidden: Duration) -> Self {
+    pub(crate) fn with_forbidden(mut self, forbidden: Duration) -> Self {
         self.forbidden = forbidden;
         self
     }
 
     /// One more failure: the pause before the next try, and whether to log it at warn.
-    pub fn failed(&mut self) -> (Duration, bool) {
+    pub(crate) fn failed(&mut self) -> (Duration, bool) {
         self.failures = self.failures.saturating_add(1);
         let mut full = self.first;
         for _ in 1..self.failures.min(32) {
@@ -77,14 +58,14 @@ impl Backoff {
 
     /// One more 401/403: the slow pause (up to a tenth more, jittered), and whether to log it
     /// at warn.
-    pub fn forbidden(&mut self) -> (Duration, bool) {
+    pub(crate) fn forbidden(&mut self) -> (Duration, bool) {
         self.failures = self.failures.saturating_add(1);
         let pause = self.forbidden + self.forbidden.mul_f64(0.1 * unit_random());
         (pause, self.warns())
     }
 
     /// Failures in a row so far.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
@@ -93,7 +74,7 @@ impl Backoff {
     }
 
     /// A success: the next failure starts from `first` again.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 }

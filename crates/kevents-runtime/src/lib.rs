@@ -14,7 +14,7 @@
 //! - `lead.rs` ([`lead::run_while_leading`]): lead or stand by, work run only while leading;
 //! - `fleet/` ([`fleet::FleetLease`]): the link that keeps a fleet's shared write law in a
 //!   Lease (its law's types and constants: [`kevents_core::fleet`]);
-//! - `backoff.rs` ([`Backoff`]): the pause after failures in a row.
+//! - `backoff.rs` (`Backoff`, inside the crate): the pause after failures in a row.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -50,5 +50,3 @@ pub mod fleet;
 pub mod lead;
 pub mod lease;
 pub mod watcher;
-
-pub use backoff::Backoff;

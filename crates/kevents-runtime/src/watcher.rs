@@ -233,6 +233,9 @@ pub enum WatchEvent {
         retry_in: Duration,
         /// Failures in a row, this one included.
         failures: u32,
+        /// Whether to log it at warn: the first failure in a row and every tenth (debug
+        /// otherwise), so a long outage is said, not repeated every pause.
+        warn: bool,
     },
 }
 
@@ -424,7 +427,7 @@ impl<T: StreamTransport> Watcher<T> {
 
     /// A failure: the pause, the state to come back to, the event.
     fn failed(&mut self, error: WatchError) -> WatchEvent {
-        let (retry_in, _) = if error.is_forbidden() {
+        let (retry_in, warn) = if error.is_forbidden() {
             self.backoff.forbidden()
         } else {
             self.backoff.failed()
@@ -446,6 +449,7 @@ impl<T: StreamTransport> Watcher<T> {
             verb,
             retry_in,
             failures: self.backoff.failures(),
+            warn,
         }
     }
 

@@ -571,6 +571,43 @@ impl<S> Target<S> {
     }
 }
 
+/// One request with a JSON body through `sink`, as any program that is not kevents writes
+/// events (the tests' external writer); an answer other than 2xx fails the test with it.
+///
+/// ```no_run
+/// # async fn f(sink: kevents_http::HttpSink) {
+/// use kevents_core::request::{APPLICATION_JSON, Method};
+/// let body = serde_json::json!({"metadata": {"name": "e", "namespace": "default"}});
+/// kevents_testkit::send_json(&sink, Method::Post, "/api/v1/namespaces/default/events".into(),
+///     APPLICATION_JSON, &body).await;
+/// # }
+/// ```
+pub async fn send_json(
+    sink: &HttpSink,
+    method: kevents_core::request::Method,
+    path: String,
+    content_type: &'static str,
+    body: &serde_json::Value,
+) {
+    let answer = sink
+        .requests()
+        .send(
+            method,
+            path.clone(),
+            Some(content_type),
+            body.to_string().into_bytes(),
+            1 << 20,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: no answer: {e}"));
+    assert!(
+        (200..300).contains(&answer.code),
+        "{method} {path}: {} {}",
+        answer.code,
+        String::from_utf8_lossy(&answer.body)
+    );
+}
+
 /// The example `name` built beside the calling test binary (`target/<profile>/examples/`),
 /// for tests that run an example as a program; panics, saying how to build it, if it is not
 /// there (`cargo test` builds the examples before it runs any test; `--test` alone does not).

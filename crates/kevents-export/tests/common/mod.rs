@@ -22,25 +22,9 @@ impl RecordSink for Collected {
     }
 }
 
-/// One request with a JSON body; a non-2xx answer fails the test.
+/// One request with a JSON body; a non-2xx answer fails the test (kevents-testkit's).
 pub async fn send(admin: &HttpSink, method: Method, path: String, ct: &'static str, body: Value) {
-    let answer = admin
-        .requests()
-        .send(
-            method,
-            path.clone(),
-            Some(ct),
-            body.to_string().into_bytes(),
-            1 << 20,
-        )
-        .await
-        .expect("the apiserver answers");
-    assert!(
-        (200..300).contains(&answer.code),
-        "{method} {path}: {} {}",
-        answer.code,
-        String::from_utf8_lossy(&answer.body)
-    );
+    kevents_testkit::send_json(admin, method, path, ct, &body).await;
 }
 
 /// The real kube-apiserver (fails when it is not provisioned).

@@ -216,9 +216,9 @@ impl<T: StreamTransport> Link<T> {
                 verb,
                 retry_in,
                 failures,
+                warn,
             } => {
                 self.listing = None;
-                let warn = failures == 1 || failures.is_multiple_of(10);
                 let e = self.read_error(error, verb);
                 self.log_failure(&e, "read", retry_in, warn, failures);
                 self.note(Some(e));

@@ -175,6 +175,7 @@ async fn gone_after_a_list_backs_off_and_gone_later_relists_at_once() {
             verb: "watch",
             retry_in,
             failures: 1,
+            warn: true,
         } => assert!(retry_in >= Duration::from_millis(400)),
         other => panic!("{other:?}"),
     }
