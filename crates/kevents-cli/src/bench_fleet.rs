@@ -46,7 +46,7 @@ pub struct FleetArgs {
     /// An `EventRateLimit` limit, `TYPE:QPS:BURST[:CACHE_SIZE]` (TYPE: Server, Namespace,
     /// User, SourceAndObject), repeatable, checked in the order given (default
     /// `Server:100:200`).
-    #[arg(long = "limit", value_parser = parse_limit)]
+    #[arg(long = "limit", allow_hyphen_values = true, value_parser = parse_limit)]
     pub limits: Vec<RateLimit>,
     /// Occurrences of workload `api` each pipeline records (its first N; at most 3 000).
     #[arg(long, allow_negative_numbers = true, default_value_t = Workload::API.n, value_parser = crate::bounds::parse::fleet_occurrences)]
@@ -75,9 +75,13 @@ pub struct FleetArgs {
     pub share_law: bool,
 }
 
+/// A limit, or a usage error that says the form (a value such as `-1` reaches here, not
+/// clap's "unexpected argument").
 fn parse_limit(s: &str) -> Result<RateLimit, String> {
     s.parse()
-        .map_err(|e: kevents_sim::rate_limit::RateLimitError| e.to_string())
+        .map_err(|e: kevents_sim::rate_limit::RateLimitError| {
+            format!("{e} (a limit is TYPE:QPS:BURST[:CACHE_SIZE], e.g. Server:100:200)")
+        })
 }
 
 /// What one pipeline did.
@@ -411,5 +415,28 @@ mod tests {
         assert_eq!(jain(&[4.0, 0.0, 0.0, 0.0]), Some(0.25));
         assert_eq!(jain(&[]), None);
         assert_eq!(jain(&[0.0]), None);
+    }
+}
+
+#[cfg(test)]
+mod limit_flag {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::FleetArgs,
+    }
+
+    #[test]
+    fn a_negative_or_malformed_limit_is_refused_with_its_form() {
+        for value in ["-1", "x", "Server:-1:2", ""] {
+            let e = Cli::try_parse_from(["t", "--limit", value])
+                .err()
+                .unwrap_or_else(|| panic!("--limit {value:?} accepted"));
+            assert_eq!(e.exit_code(), 2, "{value:?}: {e}");
+            assert!(e.to_string().contains("TYPE:QPS:BURST"), "{value:?}: {e}");
+        }
+        assert!(Cli::try_parse_from(["t", "--limit", "Server:1:2"]).is_ok());
     }
 }

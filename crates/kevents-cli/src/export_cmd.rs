@@ -12,6 +12,7 @@ use kevents_runtime::lead::{LeadError, run_while_leading};
 use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
 use crate::cluster::{self, Failure, FailureKind};
+use crate::nats_conn::NatsArgs;
 
 /// Which view of the stored events to watch.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -34,10 +35,9 @@ pub struct ExportArgs {
     /// A namespace to watch (repeatable; default: the whole cluster).
     #[arg(long = "namespace", short = 'n')]
     pub namespaces: Vec<String>,
-    /// The NATS servers, comma-separated (`nats://a:4222,nats://b:4222`), as NATS clients
-    /// take them: the client connects to one and fails over to the others.
-    #[arg(long, default_value = "nats://127.0.0.1:4222")]
-    pub nats: String,
+    /// NATS: the servers, credentials and TLS.
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// Replicas of the stream and bucket when they are created (a JetStream cluster: 3).
     #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::export_nats_replicas)]
     pub nats_replicas: u64,
@@ -88,8 +88,38 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
 }
 
 async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
+    // Every option is checked before anything is connected to: a usage error exits 2 with
+    // nothing done (docs/cli-bounds.md).
     for ns in &args.namespaces {
         cluster::validate_namespace(ns)?;
+    }
+    let nats_target = args.nats.resolve()?;
+    let mut js_config = JetStreamConfig::new(&args.stream);
+    js_config.replicas = args.nats_replicas as usize;
+    if let Some(identity) = &args.identity {
+        js_config.identity = identity.clone();
+    }
+    js_config
+        .validate()
+        .map_err(|e| Failure::new(FailureKind::Config, format!("--stream: {e}")))?;
+    let identity = match &args.identity {
+        Some(id) => id.clone(),
+        None => format!(
+            "{}_{}",
+            kevents_core::events_v1::hostname(),
+            std::process::id()
+        ),
+    };
+    let lease = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity)
+        .with_durations(
+            Duration::from_secs(args.lease_duration),
+            Duration::from_secs(args.renew_deadline),
+            Duration::from_secs(args.retry_period),
+        );
+    if args.leader_elect {
+        lease
+            .validate()
+            .map_err(|e| Failure::new(FailureKind::Config, format!("--leader-elect: {e}")))?;
     }
     let config = cluster::cluster_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     let apiserver = kevents_http::HttpSink::new(config)?;
@@ -105,22 +135,12 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let servers = nats_servers(&args.nats)?;
-    let shown = servers
-        .iter()
-        .map(|s| format!("{}:{}", s.host(), s.port()))
-        .collect::<Vec<_>>()
-        .join(",");
-    let nats = kevents_export::async_nats::ConnectOptions::new()
-        .connection_timeout(Duration::from_secs(5))
-        .connect(servers)
-        .await
-        .with_context(|| format!("connecting to NATS at {shown}"))?;
-    let mut js_config = JetStreamConfig::new(&args.stream);
-    js_config.replicas = args.nats_replicas as usize;
-    if let Some(identity) = &args.identity {
-        js_config.identity = identity.clone();
-    }
+    let nats = nats_target.connect("kevents export").await?;
+    eprintln!(
+        "export: NATS at {}, stream {}",
+        nats_target.shown(),
+        args.stream
+    );
     let js = JetStream::open(nats, js_config)
         .await
         .map_err(store_failure)?;
@@ -149,21 +169,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let identity = match &args.identity {
-        Some(id) => id.clone(),
-        None => format!(
-            "{}_{}",
-            kevents_core::events_v1::hostname(),
-            std::process::id()
-        ),
-    };
     let lease_duration = Duration::from_secs(args.lease_duration);
-    let lease = LeaseConfig::new(&args.lease_namespace, &args.lease_name, &identity)
-        .with_durations(
-            Duration::from_secs(args.lease_duration),
-            Duration::from_secs(args.renew_deadline),
-            Duration::from_secs(args.retry_period),
-        );
     let leader = LeaderElector::new(apiserver.requests(), lease)
         .context("--leader-elect")?
         .spawn();
@@ -255,27 +261,6 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The servers of `--nats`, comma-separated; a malformed one is a usage error (exit 2) that
-/// names it without its credentials.
-fn nats_servers(list: &str) -> anyhow::Result<Vec<kevents_export::async_nats::ServerAddr>> {
-    let mut out = Vec::new();
-    for (i, item) in list.split(',').map(str::trim).enumerate() {
-        let addr = item
-            .parse::<kevents_export::async_nats::ServerAddr>()
-            .map_err(|e| {
-                Failure::new(
-                    FailureKind::Config,
-                    format!(
-                        "--nats: server {} of the list is not a NATS URL: {e}",
-                        i + 1
-                    ),
-                )
-            })?;
-        out.push(addr);
-    }
-    Ok(out)
-}
-
 /// An export error as the command's failure: the history's store (deleted, unfit, fenced)
 /// exits 6 (docs/export.md).
 fn store_failure(e: kevents_export::ExportError) -> anyhow::Error {
@@ -284,6 +269,7 @@ fn store_failure(e: kevents_export::ExportError) -> anyhow::Error {
         ExportError::Store(_) | ExportError::Fenced(_) => {
             Failure::new(FailureKind::Store, e.to_string()).into()
         }
+        ExportError::Config(_) => Failure::new(FailureKind::Config, e.to_string()).into(),
         e => e.into(),
     }
 }

@@ -15,6 +15,7 @@ mod demo;
 mod doctor;
 mod doctor_rbac;
 mod export_cmd;
+mod nats_conn;
 mod replay_cmd;
 mod sanitize;
 mod verify;
@@ -60,7 +61,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Watch the cluster's events and export every occurrence exactly once into NATS
     /// JetStream (resumable after a restart; SIGTERM ends it cleanly).
-    Export(export_cmd::ExportArgs),
+    Export(Box<export_cmd::ExportArgs>),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
     /// Run a benchmark workload and print one JSON object per run.
@@ -106,7 +107,7 @@ fn init_logging() {
     };
     let installed = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| cluster::RedactedStderr)
         .try_init()
         .is_ok();
     if let Some(problem) = problem {
@@ -150,7 +151,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Doctor(args) => doctor::run(args),
-        Command::Export(args) => export_cmd::run(args),
+        Command::Export(args) => export_cmd::run(*args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),

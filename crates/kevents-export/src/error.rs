@@ -10,6 +10,10 @@ use thiserror::Error;
 /// ```
 #[derive(Debug, Error)]
 pub enum ExportError {
+    /// The configuration cannot work (a name NATS refuses, replicas out of range): nothing
+    /// was connected to or written.
+    #[error("invalid configuration: {0}")]
+    Config(String),
     /// A request to the apiserver (list or watch) failed.
     #[error("apiserver: {0}")]
     Apiserver(#[from] kevents_core::SinkError),

@@ -67,6 +67,46 @@ impl JetStreamConfig {
             unreachable_deadline: Duration::from_secs(300),
         }
     }
+
+    /// Whether NATS can hold this stream, bucket and subjects ([`ExportError::Config`] says
+    /// which name cannot): the stream and the bucket are 1 to 64 of `[A-Za-z0-9_-]` (NATS
+    /// refuses `.`, `*`, `>`, spaces and path separators in their names), the subject prefix
+    /// is such tokens joined by `.`, and the replicas are 1 to 5.
+    /// [`JetStream::open`] checks it first; a command checks it before it connects.
+    ///
+    /// ```
+    /// use kevents_export::JetStreamConfig;
+    /// assert!(JetStreamConfig::new("export").validate().is_ok());
+    /// assert!(JetStreamConfig::new("a.b").validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), ExportError> {
+        let token = |t: &str| {
+            !t.is_empty()
+                && t.len() <= 64
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        for (what, name) in [("stream", &self.stream), ("bucket", &self.bucket)] {
+            if !token(name) {
+                return Err(ExportError::Config(format!(
+                    "the {what} name {name:?} is not 1 to 64 of [A-Za-z0-9_-]"
+                )));
+            }
+        }
+        if self.subject_prefix.len() > 128 || !self.subject_prefix.split('.').all(token) {
+            return Err(ExportError::Config(format!(
+                "the subject prefix {:?} is not dot-separated tokens of [A-Za-z0-9_-]",
+                self.subject_prefix
+            )));
+        }
+        if !(1..=5).contains(&self.replicas) {
+            return Err(ExportError::Config(format!(
+                "{} replicas: JetStream allows 1 to 5",
+                self.replicas
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The header naming the writer of each record and term marker (`JetStreamConfig::identity`):
@@ -209,6 +249,7 @@ impl JetStream {
         client: async_nats::Client,
         config: JetStreamConfig,
     ) -> Result<Self, ExportError> {
+        config.validate()?;
         let context = jetstream::new(client);
         let mut existing = context.get_stream(&config.stream).await.ok();
         let info = match &mut existing {

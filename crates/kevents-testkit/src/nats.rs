@@ -285,6 +285,7 @@ impl Node {
         name: &str,
         version: &str,
         cluster: Option<(&str, u16, &[u16])>,
+        extra: &str,
     ) -> Result<Node, NatsError> {
         let port = free_port()?;
         let http_port = free_port()?;
@@ -310,6 +311,7 @@ impl Node {
                 routes.join(", ")
             );
         }
+        text += extra;
         let config = dir.join(format!("{name}.conf"));
         std::fs::write(&config, text).map_err(io(format!("writing {}", config.display())))?;
         Ok(Node {
@@ -414,13 +416,19 @@ impl NatsServer {
     /// Starts the binary [`nats_server_binary`] chooses and waits (10 s) until it accepts
     /// connections.
     pub fn start() -> Result<NatsServer, NatsError> {
+        NatsServer::start_with("")
+    }
+
+    /// [`NatsServer::start`] with `config` appended to the server's configuration file: an
+    /// `authorization` block, operator mode, a `tls` block (see [`crate::nats_auth`]).
+    pub fn start_with(config: &str) -> Result<NatsServer, NatsError> {
         let bin = nats_server_binary()?;
         let version = nats_server_version()?;
         let dir = tempfile::Builder::new()
             .prefix("kevents-nats-")
             .tempdir()
             .map_err(io("creating a temporary directory"))?;
-        let node = Node::new(dir.path(), "kevents-nats", &version, None)?;
+        let node = Node::new(dir.path(), "kevents-nats", &version, None, config)?;
         let mut server = NatsServer {
             bin,
             version,
@@ -521,6 +529,7 @@ impl NatsCluster {
                     &format!("n{i}"),
                     &version,
                     Some(("kevents", route_ports[i], &peers)),
+                    "",
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;

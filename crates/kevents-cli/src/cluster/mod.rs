@@ -29,6 +29,6 @@ pub use health::{Health, WatchedSink};
 pub use kubeconfig::{KubeTarget, cluster_config};
 pub use namespace::validate_namespace;
 pub use probe::{PROBE_TIMEOUT, probe_events, probe_server};
-pub use secrets::{one_line, redact};
+pub use secrets::{RedactedStderr, add_secret, one_line, redact};
 pub use totals::Totals;
 pub use wait::{WaitNotes, is_idle, wait_idle};

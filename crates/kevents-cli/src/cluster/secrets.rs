@@ -41,3 +41,21 @@ pub fn redact(text: &str) -> String {
 pub fn one_line(text: &str) -> String {
     sanitize::escape(&redact(text))
 }
+
+/// Standard error with every known credential ([`add_secret`]) removed from each write: the
+/// log's writer, so that a dependency's trace (async-nats logs its CONNECT, with the
+/// password or token, at `trace`) never prints one. The log formats each line whole and
+/// writes it at once, so a secret is never split between two writes.
+pub struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(redact(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
