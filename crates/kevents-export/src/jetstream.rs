@@ -630,8 +630,17 @@ impl ResumeStore for JetStream {
             if entry.operation == kv::Operation::Put
                 && let Some(scope) = entry.key.strip_prefix("rv.")
             {
-                let rv = String::from_utf8_lossy(&entry.value).into_owned();
-                point.resource_versions.insert(scope.to_owned(), rv);
+                match readable_resource_version(&entry.value) {
+                    Some(rv) => {
+                        point.resource_versions.insert(scope.to_owned(), rv);
+                    }
+                    // Opaque to clients, but never empty, long or binary: a corrupt entry
+                    // is named and left out (that scope lists afresh; the counts come from
+                    // the stream, so nothing is exported twice).
+                    None => tracing::warn!(bucket = %self.config.bucket, key = %entry.key,
+                        bytes = entry.value.len(),
+                        "a saved resourceVersion is not one (corrupt entry): ignored, the scope is listed afresh"),
+                }
             }
             if last {
                 break;
@@ -671,6 +680,13 @@ impl ResumeStore for JetStream {
             }
         }
     }
+}
+
+/// A saved resourceVersion as the apiserver writes one: 1 to 64 printable ASCII characters
+/// (it is opaque, but etcd's are decimal numbers).
+fn readable_resource_version(value: &[u8]) -> Option<String> {
+    let ok = !value.is_empty() && value.len() <= 64 && value.iter().all(|b| b.is_ascii_graphic());
+    ok.then(|| String::from_utf8_lossy(value).into_owned())
 }
 
 /// Every record in `stream` (from its first message; the fence's term markers left out),

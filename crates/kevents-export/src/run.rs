@@ -100,8 +100,12 @@ pub struct ExportStats {
     /// What the history could not keep exactly, by cause ([`Incomplete`]).
     pub incomplete: Incomplete,
     /// Listed or watched objects skipped as malformed (no uid, a count outside 0 to
-    /// 2^31-1: [`crate::Malformed`]).
+    /// 2^31-1: [`crate::Malformed`]), or carrying the uid of an event in another namespace.
     pub malformed: u64,
+    /// Events whose count was read lower than the count already exported (each event
+    /// counted and warned once; nothing is exported for it until its count passes the one
+    /// exported).
+    pub decreases: u64,
 }
 
 /// What the exported history could not keep exactly, by cause (docs/export.md,
@@ -132,6 +136,8 @@ impl Incomplete {
 struct Known {
     count: u64,
     ns: u32,
+    /// Whether a lower count was read and warned about (once per uid).
+    lowered: bool,
 }
 
 struct State {
@@ -189,9 +195,14 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
     };
     for (uid, (count, ns)) in point.counts {
         let ns = state.intern(&ns);
-        state
-            .known
-            .insert(uid.into_boxed_str(), Known { count, ns });
+        state.known.insert(
+            uid.into_boxed_str(),
+            Known {
+                count,
+                ns,
+                lowered: false,
+            },
+        );
     }
     // Records begun before a crash: delivered again with the same key (stored once).
     for record in point.pending {
@@ -203,6 +214,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
             Known {
                 count: record.count,
                 ns,
+                lowered: false,
             },
         );
         stats.redelivered += 1;
@@ -522,7 +534,36 @@ async fn export<S: RecordSink, R: ResumeStore>(
     store: &mut R,
     stats: &mut ExportStats,
 ) -> Result<u64, ExportError> {
-    let previous = state.known.get(record.uid.as_str()).map_or(0, |k| k.count);
+    let (previous, lowered) = match state.known.get_mut(record.uid.as_str()) {
+        None => (0, false),
+        Some(known) => {
+            let ns = state.namespaces.get(known.ns as usize).map(String::as_str);
+            if ns.is_some_and(|ns| ns != record.namespace) {
+                // The apiserver gives every object its own uid; one read in a second
+                // namespace is not the same event, and not one this export can keep apart
+                // from the first: refused, counted, warned.
+                stats.malformed = stats.malformed.saturating_add(1);
+                metrics::counter!("kevents_export_malformed_objects_total", "why" => "uid_reused")
+                    .increment(1);
+                tracing::warn!(uid = %record.uid, namespace = %record.namespace,
+                    first_namespace = ns.unwrap_or_default(),
+                    "an event with the uid of an event in another namespace: skipped, counted in kevents_export_malformed_objects_total");
+                return Ok(0);
+            }
+            let first = record.count < known.count && !known.lowered;
+            known.lowered |= first;
+            (known.count, first)
+        }
+    };
+    if lowered {
+        stats.decreases = stats.decreases.saturating_add(1);
+        metrics::counter!("kevents_export_count_decreases_total").increment(1);
+        // Counts only grow; a lower one (an event recreated under the same uid, a hostile
+        // server) exports nothing until it passes the count already exported.
+        tracing::warn!(uid = %record.uid, namespace = %record.namespace,
+            count = record.count, exported = previous,
+            "an event's count went down: nothing exported until it passes the count already exported (said once per event)");
+    }
     if record.count <= previous {
         return Ok(0);
     }
@@ -537,6 +578,7 @@ async fn export<S: RecordSink, R: ResumeStore>(
         Known {
             count: record.count,
             ns,
+            lowered: false,
         },
     );
     stats.records = stats.records.saturating_add(1);

@@ -95,4 +95,33 @@ kevents_testkit::real_apiserver_tests! {
         let keys: HashMap<String, u64> = records.iter().map(|r| (r.name.clone(), r.delta)).collect();
         assert_eq!(keys.get("c-b"), Some(&3), "the last 3 occurrences of c-b: {records:?}");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_quiet_namespace_is_no_failure() {
+        // Hostile round 5: a watch of a namespace where nothing happens sends no line until
+        // the apiserver ends it at its timeoutSeconds (1.20 sends no bookmark before then).
+        // Silence is allowed up to timeoutSeconds plus the idle margin; a per-line idle
+        // deadline counted a failure every idle period on a healthy cluster.
+        let t = real().await;
+        let ns = "quiet";
+        t.real_apiserver().expect("real").create_namespace(ns).expect("namespace");
+        let config = ExportConfig {
+            namespaces: vec![ns.to_owned()],
+            watch_timeout: Duration::from_secs(6),
+            idle_timeout: Duration::from_secs(2),
+            ..ExportConfig::default()
+        };
+        let stats = kevents_export::run(
+            t.admin.clone(),
+            config,
+            Collected::default(),
+            MemoryResume::default(),
+            tokio::time::sleep(Duration::from_secs(15)),
+        )
+        .await
+        .expect("the run ends cleanly");
+        assert_eq!(stats.failures, 0, "silence within timeoutSeconds is no failure: {stats:?}");
+        assert!(stats.watch_restarts >= 1, "the server ended its 6 s watches: {stats:?}");
+        assert_eq!(stats.records, 0);
+    }
 }

@@ -43,7 +43,7 @@ async fn lease_spec(sink: &HttpSink, name: &str) -> serde_json::Value {
         .requests()
         .get(
             &format!("/apis/coordination.k8s.io/v1/namespaces/default/leases/{name}"),
-            1 << 20,
+            4 << 20,
         )
         .await
         .expect("GET lease");
@@ -181,6 +181,86 @@ kevents_testkit::real_apiserver_tests! {
             handle.last_error()
         );
         handle.release().await.expect("nothing to release");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unreadable_lease_is_taken_over_once_unchanged_for_its_duration() {
+        // Hostile round 5: a Lease whose acquireTime is in year 9999 (valid RFC 3339,
+        // beyond kevents' clock) or whose holderIdentity is 1 MB used to stop every
+        // candidate for good. The apiserver stores both; a candidate takes either over once
+        // it has not changed for its lease duration, and the server then names it.
+        let t = real().await;
+        let huge = "h".repeat(1 << 20);
+        for (name, holder, acquire) in [
+            ("kevents-year-9999", "ghost", "9999-12-31T23:59:59.000000Z"),
+            ("kevents-huge-holder", huge.as_str(), "2026-12-07T10:00:00.000000Z"),
+        ] {
+            let lease = serde_json::json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 4,
+                         "acquireTime": acquire, "renewTime": "2026-12-07T10:00:00.000000Z"},
+            });
+            kevents_testkit::send_json(
+                &t.admin,
+                kevents_core::request::Method::Post,
+                "/apis/coordination.k8s.io/v1/namespaces/default/leases".into(),
+                kevents_core::request::APPLICATION_JSON,
+                &lease,
+            )
+            .await;
+            let stored = lease_spec(&t.admin, name).await;
+            assert_eq!(stored["acquireTime"], acquire, "the apiserver stores it as written");
+            let started = Instant::now();
+            let handle = LeaderElector::new(t.admin.requests(), config(name, "taker"))
+                .expect("config")
+                .spawn();
+            tokio::time::sleep(LEASE - Duration::from_millis(500)).await;
+            assert!(!handle.is_leader(), "{name}: taken before it was unchanged for 4 s");
+            match handle.last_error() {
+                Some(LeaseError::HeldByOther { holder }) => assert!(holder.len() < 200, "{name}: holder shown cut: {} bytes", holder.len()),
+                other => panic!("{name}: expected HeldByOther, got {other:?}"),
+            }
+            wait_leading(&handle, takeover_bound()).await;
+            eprintln!("{name}: taken over after {:?}", started.elapsed());
+            let spec = lease_spec(&t.admin, name).await;
+            assert_eq!(spec["holderIdentity"], "taker", "{name}");
+            assert_eq!(spec["leaseTransitions"], 1, "{name}");
+            assert_ne!(spec["acquireTime"], acquire, "{name}");
+            handle.release().await.expect("released");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_candidates_sharing_an_identity_are_detected() {
+        // Both lead (client-go's rule: the Lease names "twin", and each is "twin"); each
+        // finds renewals it did not write and counts them (and warns).
+        let t = real().await;
+        let a = LeaderElector::new(t.admin.requests(), config("kevents-twins", "twin"))
+            .expect("config")
+            .spawn();
+        wait_leading(&a, Duration::from_secs(10)).await;
+        let b = LeaderElector::new(t.admin.requests(), config("kevents-twins", "twin"))
+            .expect("config")
+            .spawn();
+        wait_leading(&b, Duration::from_secs(10)).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while (a.identity_conflicts() == 0 || b.identity_conflicts() == 0) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(a.identity_conflicts() > 0 && b.identity_conflicts() > 0,
+            "a saw {}, b saw {}", a.identity_conflicts(), b.identity_conflicts());
+        assert_eq!(lease_spec(&t.admin, "kevents-twins").await["holderIdentity"], "twin");
+        // One candidate alone sees none.
+        let solo = LeaderElector::new(t.admin.requests(), config("kevents-solo", "solo"))
+            .expect("config")
+            .spawn();
+        wait_leading(&solo, Duration::from_secs(10)).await;
+        tokio::time::sleep(RETRY * 4).await;
+        assert_eq!(solo.identity_conflicts(), 0);
+        solo.release().await.expect("released");
+        a.release().await.expect("released");
+        drop(b);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kevents_core::Time;
 
-use super::record::LeaseRecord;
+use super::record::{LeaseRecord, shown_holder};
 
 /// What to do after reading the Lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,24 @@ pub(crate) struct Election {
     lease_seconds: i32,
     observed: Option<LeaseRecord>,
     observed_time: Option<Instant>,
+    /// The record this candidate last wrote, and the one it is writing (whose answer may be
+    /// lost): a record naming this candidate that is neither was written by another process
+    /// under the same identity.
+    last_written: Option<LeaseRecord>,
+    pending: Option<LeaseRecord>,
+    /// How many such records were read.
+    foreign_renewals: u64,
+}
+
+/// Whether `a` and `b` are the same write as the apiserver stores it (times at microsecond
+/// precision, a Lease's `MicroTime`; the raw bytes and readability aside).
+fn same_write(a: &LeaseRecord, b: &LeaseRecord) -> bool {
+    let micros = |t: Option<Time>| t.map(|t| t.to_rfc3339_micros());
+    a.holder_identity == b.holder_identity
+        && a.lease_duration_seconds == b.lease_duration_seconds
+        && a.lease_transitions == b.lease_transitions
+        && micros(a.acquire_time) == micros(b.acquire_time)
+        && micros(a.renew_time) == micros(b.renew_time)
 }
 
 impl Election {
@@ -40,14 +58,25 @@ impl Election {
             lease_seconds,
             observed: None,
             observed_time: None,
+            last_written: None,
+            pending: None,
+            foreign_renewals: 0,
         }
     }
 
-    /// Whether the record last observed names this candidate (client-go's `IsLeader`).
+    /// How many records naming this candidate were read that it did not write: another
+    /// process runs with the same identity (both believe they lead; client-go cannot tell
+    /// either).
+    pub(crate) fn foreign_renewals(&self) -> u64 {
+        self.foreign_renewals
+    }
+
+    /// Whether the record last observed names this candidate (client-go's `IsLeader`); a
+    /// record that could not be read in full names nobody.
     pub(crate) fn is_leader(&self) -> bool {
         self.observed
             .as_ref()
-            .is_some_and(|r| r.holder_identity == self.identity)
+            .is_some_and(|r| r.unreadable.is_none() && r.holder_identity == self.identity)
     }
 
     /// The observed record's holder (empty: nobody).
@@ -78,14 +107,31 @@ impl Election {
             acquire_time: Some(wall),
             renew_time: Some(wall),
             lease_transitions: 0,
+            ..LeaseRecord::default()
         };
         let Some(old) = current else {
+            self.pending = Some(record.clone());
             return Step::Create(record);
         };
+        let ours = self
+            .last_written
+            .as_ref()
+            .is_some_and(|w| w.holder_identity == self.identity);
+        if ours
+            && old.unreadable.is_none()
+            && old.holder_identity == self.identity
+            && !self
+                .last_written
+                .as_ref()
+                .is_some_and(|w| same_write(w, old))
+            && !self.pending.as_ref().is_some_and(|p| same_write(p, old))
+        {
+            self.foreign_renewals = self.foreign_renewals.saturating_add(1);
+        }
         self.observe(now, old);
         if !old.holder_identity.is_empty() && self.lease_valid(now) && !self.is_leader() {
             return Step::Wait {
-                holder: old.holder_identity.clone(),
+                holder: shown_holder(&old.holder_identity),
             };
         }
         if self.is_leader() {
@@ -94,6 +140,7 @@ impl Election {
         } else {
             record.lease_transitions = old.lease_transitions.saturating_add(1);
         }
+        self.pending = Some(record.clone());
         Step::Update(record)
     }
 
@@ -108,6 +155,8 @@ impl Election {
 
     /// `record` was written at `now` (client-go's `setObservedRecord`).
     pub(crate) fn written(&mut self, now: Instant, record: LeaseRecord) {
+        self.pending = None;
+        self.last_written = Some(record.clone());
         self.observed = Some(record);
         self.observed_time = Some(now);
     }
@@ -122,6 +171,7 @@ impl Election {
             acquire_time: Some(wall),
             renew_time: Some(wall),
             lease_transitions: observed.lease_transitions,
+            ..LeaseRecord::default()
         })
     }
 }
@@ -141,6 +191,7 @@ mod tests {
             acquire_time: Some(wall(0)),
             renew_time: Some(wall(renewed)),
             lease_transitions: transitions,
+            ..LeaseRecord::default()
         }
     }
 
@@ -276,5 +327,102 @@ mod tests {
             b.step(t0 + Duration::from_secs(1), wall(1), Some(&short)),
             Step::Update(_)
         ));
+    }
+
+    #[test]
+    fn an_unreadable_record_names_nobody_and_is_taken_over_once_unchanged() {
+        // Year 9999 in acquireTime: a valid time kevents' clock cannot hold; the record holds
+        // this candidate's own name, yet names nobody it can be.
+        let lease = serde_json::json!({ "spec": {
+            "holderIdentity": "b", "leaseDurationSeconds": 15,
+            "acquireTime": "9999-12-31T23:59:59.000000Z",
+            "renewTime": "2026-12-07T10:00:00.000000Z",
+        }});
+        let old = LeaseRecord::from_lease(&lease, 15);
+        assert!(
+            old.unreadable
+                .as_deref()
+                .is_some_and(|w| w.contains("years 1678-2261"))
+        );
+        let mut b = Election::new("b".into(), 15);
+        let t0 = Instant::now();
+        assert!(matches!(b.step(t0, wall(0), Some(&old)), Step::Wait { .. }));
+        assert!(!b.is_leader());
+        let Step::Update(r) = b.step(t0 + Duration::from_secs(15), wall(15), Some(&old)) else {
+            panic!("taken over")
+        };
+        assert_eq!(r.holder_identity, "b");
+        assert_eq!(r.acquire_time, Some(wall(15)));
+        // A change of the raw bytes alone restarts the wait.
+        let mut c = Election::new("c".into(), 15);
+        assert!(matches!(c.step(t0, wall(0), Some(&old)), Step::Wait { .. }));
+        let changed = LeaseRecord::from_lease(
+            &serde_json::json!({ "spec": { "holderIdentity": "b", "leaseDurationSeconds": 15,
+                "acquireTime": "9999-12-31T23:59:58.000000Z" }}),
+            15,
+        );
+        assert!(matches!(
+            c.step(t0 + Duration::from_secs(10), wall(10), Some(&changed)),
+            Step::Wait { .. }
+        ));
+        assert!(matches!(
+            c.step(t0 + Duration::from_secs(24), wall(24), Some(&changed)),
+            Step::Wait { .. }
+        ));
+        assert!(matches!(
+            c.step(t0 + Duration::from_secs(25), wall(25), Some(&changed)),
+            Step::Update(_)
+        ));
+    }
+
+    #[test]
+    fn a_huge_holder_is_shown_cut() {
+        let holder = "x".repeat(1 << 20);
+        let lease =
+            serde_json::json!({ "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15 }});
+        let old = LeaseRecord::from_lease(&lease, 15);
+        assert!(old.unreadable.is_some());
+        let mut b = Election::new("b".into(), 15);
+        let Step::Wait { holder } = b.step(Instant::now(), wall(0), Some(&old)) else {
+            panic!("waits")
+        };
+        assert!(
+            holder.len() < 200 && holder.ends_with("(1048576 bytes)"),
+            "{holder}"
+        );
+    }
+
+    #[test]
+    fn a_renewal_under_this_identity_not_written_here_is_counted() {
+        let mut a = Election::new("a".into(), 15);
+        let t0 = Instant::now();
+        let Step::Create(mine) = a.step(t0, wall(0), None) else {
+            panic!("create")
+        };
+        a.written(t0, mine.clone());
+        // Its own record read back (server times in microseconds): not counted.
+        let Step::Update(renewal) = a.step(t0 + Duration::from_secs(2), wall(2), Some(&mine))
+        else {
+            panic!("renew")
+        };
+        assert_eq!(a.foreign_renewals(), 0);
+        a.written(t0 + Duration::from_secs(2), renewal.clone());
+        // Another process named "a" renewed it at 3 s.
+        let twin = LeaseRecord {
+            renew_time: Some(wall(3)),
+            ..renewal
+        };
+        assert!(matches!(
+            a.step(t0 + Duration::from_secs(4), wall(4), Some(&twin)),
+            Step::Update(_)
+        ));
+        assert_eq!(a.foreign_renewals(), 1);
+        // A candidate that never wrote counts nothing (a restart under the same name).
+        let mut fresh = Election::new("a".into(), 15);
+        assert!(matches!(
+            fresh.step(t0, wall(5), Some(&twin)),
+            Step::Update(_)
+        ));
+        assert_eq!(fresh.foreign_renewals(), 0);
     }
 }

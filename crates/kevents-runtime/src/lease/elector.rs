@@ -3,6 +3,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,6 +54,8 @@ pub struct LeaderElector<T> {
     election: Election,
     /// The Lease as last read or written (its resourceVersion for the next update).
     lease: Option<Value>,
+    /// The raw record last warned about as unreadable (warned once per change).
+    warned_unreadable: Option<String>,
 }
 
 impl<T: Transport> LeaderElector<T> {
@@ -79,6 +82,7 @@ impl<T: Transport> LeaderElector<T> {
             config,
             election,
             lease: None,
+            warned_unreadable: None,
         })
     }
 
@@ -108,14 +112,22 @@ impl<T: Transport> LeaderElector<T> {
         let read_at = Instant::now().into_std();
         let wall = SystemClock.now();
         let current = self.get().await?;
-        let record = match &current {
-            Some(lease) => Some(LeaseRecord::from_lease(lease).map_err(LeaseError::Decode)?),
-            None => None,
-        };
+        let record = current.as_ref().map(|lease| self.read_record(lease));
         if current.is_some() {
             self.lease = current;
         }
-        match self.election.step(read_at, wall, record.as_ref()) {
+        let unreadable = record.as_ref().and_then(|r| r.unreadable.clone());
+        let foreign = self.election.foreign_renewals();
+        let step = self.election.step(read_at, wall, record.as_ref());
+        if self.election.foreign_renewals() > foreign {
+            tracing::warn!(
+                namespace = %self.config.namespace,
+                name = %self.config.name,
+                identity = %self.config.identity,
+                "the Lease was renewed under this identity by another process: two candidates share one identity and both lead (give each replica its own identity)"
+            );
+        }
+        match step {
             Step::Wait { holder } => Err(LeaseError::HeldByOther { holder }),
             Step::Create(record) => {
                 let body = new_lease(&self.config.namespace, &self.config.name, &record);
@@ -125,6 +137,15 @@ impl<T: Transport> LeaderElector<T> {
                 Ok(())
             }
             Step::Update(record) => {
+                if let Some(why) = &unreadable {
+                    tracing::warn!(
+                        namespace = %self.config.namespace,
+                        name = %self.config.name,
+                        identity = %self.config.identity,
+                        unreadable = %why,
+                        "taking over the Lease whose record could not be read, unchanged for its lease duration"
+                    );
+                }
                 let base = self.lease.clone().unwrap_or(Value::Null);
                 let body = updated_lease(&base, &record);
                 let lease = self.write(Method::Put, "update", &body).await?;
@@ -159,7 +180,7 @@ impl<T: Transport> LeaderElector<T> {
         let Some(lease) = self.get().await? else {
             return Ok(false);
         };
-        let record = LeaseRecord::from_lease(&lease).map_err(LeaseError::Decode)?;
+        let record = self.read_record(&lease);
         self.election.observe(read_at, &record);
         self.lease = Some(lease);
         let Some(released) = self.election.release_record(SystemClock.now()) else {
@@ -187,12 +208,19 @@ impl<T: Transport> LeaderElector<T> {
         let (leader_tx, leader_rx) = watch::channel(false);
         let (stop_tx, stop_rx) = watch::channel(false);
         let last_error = Arc::new(Mutex::new(None));
-        let task = tokio::spawn(self.run(leader_tx, stop_rx, last_error.clone()));
+        let identity_conflicts = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(self.run(
+            leader_tx,
+            stop_rx,
+            last_error.clone(),
+            identity_conflicts.clone(),
+        ));
         LeaderHandle {
             leader: leader_rx,
             stop: stop_tx,
             task: Some(task),
             last_error,
+            identity_conflicts,
         }
     }
 
@@ -201,8 +229,10 @@ impl<T: Transport> LeaderElector<T> {
         leader: watch::Sender<bool>,
         mut stop: watch::Receiver<bool>,
         last_error: Arc<Mutex<Option<LeaseError>>>,
+        identity_conflicts: Arc<AtomicU64>,
     ) -> Result<(), LeaseError> {
-        let note = |e: Option<LeaseError>| {
+        let note = |e: Option<LeaseError>, conflicts: u64| {
+            identity_conflicts.store(conflicts, Ordering::Relaxed);
             if let Ok(mut slot) = last_error.lock() {
                 *slot = e;
             }
@@ -222,7 +252,7 @@ impl<T: Transport> LeaderElector<T> {
                 };
                 match attempt {
                     Ok(()) => {
-                        note(None);
+                        note(None, self.identity_conflicts());
                         break;
                     }
                     Err(e) => {
@@ -231,7 +261,7 @@ impl<T: Transport> LeaderElector<T> {
                         } else {
                             tracing::debug!(error = %e, "lease not acquired");
                         }
-                        note(Some(e));
+                        note(Some(e), self.identity_conflicts());
                     }
                 }
                 tokio::select! {
@@ -248,6 +278,8 @@ impl<T: Transport> LeaderElector<T> {
             leader.send_replace(true);
             // Renew (client-go's `renew`): every retry period, each renewal retried every retry
             // period until the renew deadline.
+            let mut lost =
+                format!("the Lease was not renewed within the renew deadline ({renew_deadline:?})");
             'renew: loop {
                 tokio::select! {
                     _ = sleep(retry) => {}
@@ -262,20 +294,24 @@ impl<T: Transport> LeaderElector<T> {
                     };
                     match attempt {
                         Ok(Ok(())) => {
-                            note(None);
+                            note(None, self.identity_conflicts());
                             continue 'renew;
                         }
                         Ok(Err(e)) => {
                             tracing::debug!(error = %e, "lease not renewed");
-                            let taken = matches!(e, LeaseError::HeldByOther { .. });
-                            note(Some(e));
-                            if taken {
+                            if let LeaseError::HeldByOther { holder } = &e {
                                 // Another candidate holds it now: leadership ends at once
                                 // (client-go's `IsLeader` turns false here too).
+                                lost = format!("another holder took the Lease: {holder:?}");
+                                note(Some(e), self.identity_conflicts());
                                 break 'renew;
                             }
+                            note(Some(e), self.identity_conflicts());
                         }
-                        Err(_) => note(Some(LeaseError::Deadline(renew_deadline))),
+                        Err(_) => note(
+                            Some(LeaseError::Deadline(renew_deadline)),
+                            self.identity_conflicts(),
+                        ),
                     }
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
@@ -292,7 +328,7 @@ impl<T: Transport> LeaderElector<T> {
                 namespace = %self.config.namespace,
                 name = %self.config.name,
                 identity = %self.config.identity,
-                "leadership lost: the lease was not renewed within the renew deadline"
+                "leadership lost: {lost}"
             );
         }
     }
@@ -305,6 +341,33 @@ impl<T: Transport> LeaderElector<T> {
             Ok(r) => r.map(|_| ()),
             Err(_) => Err(LeaseError::Deadline(deadline)),
         }
+    }
+
+    /// The record in `lease`, a record that cannot be read in full warned about (once per
+    /// change of its bytes): it names nobody, and it is taken over once unchanged for its lease
+    /// duration, as client-go takes over any record nobody renews.
+    fn read_record(&mut self, lease: &Value) -> LeaseRecord {
+        let record = LeaseRecord::from_lease(lease, self.config.lease_seconds());
+        if let Some(why) = &record.unreadable
+            && self.warned_unreadable.as_deref() != Some(record.raw.as_str())
+        {
+            self.warned_unreadable = Some(record.raw.clone());
+            tracing::warn!(
+                namespace = %self.config.namespace,
+                name = %self.config.name,
+                unreadable = %why,
+                "the Lease's record could not be read: it is taken over if it does not change for {} s",
+                record.lease_duration_seconds
+            );
+        }
+        record
+    }
+
+    /// How many times the Lease was found renewed under this candidate's identity by
+    /// another process (two replicas given the same identity both lead, as with client-go;
+    /// each such renewal is warned about).
+    pub fn identity_conflicts(&self) -> u64 {
+        self.election.foreign_renewals()
     }
 
     /// `GET` of the Lease: `None` when not found.
@@ -372,6 +435,7 @@ pub struct LeaderHandle {
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<Result<(), LeaseError>>>,
     last_error: Arc<Mutex<Option<LeaseError>>>,
+    identity_conflicts: Arc<AtomicU64>,
 }
 
 impl LeaderHandle {
@@ -383,6 +447,7 @@ impl LeaderHandle {
             stop: watch::channel(false).0,
             task: None,
             last_error: Arc::new(Mutex::new(None)),
+            identity_conflicts: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -403,6 +468,13 @@ impl LeaderHandle {
     /// identity lacks RBAC rights on the Lease.
     pub fn last_error(&self) -> Option<LeaseError> {
         self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// [`LeaderElector::identity_conflicts`] of the running task: how many times the Lease
+    /// was found renewed under this candidate's identity by another process (more than zero:
+    /// two replicas share an identity and both lead).
+    pub fn identity_conflicts(&self) -> u64 {
+        self.identity_conflicts.load(Ordering::Relaxed)
     }
 
     /// Ends the election on a clean shutdown: leadership ends at once (`false` on
@@ -574,8 +646,9 @@ mod tests {
             .lease
             .lock()
             .ok()
-            .and_then(|s| s.as_ref().map(|(v, _)| LeaseRecord::from_lease(v)));
-        let record = record.expect("stored").expect("a record");
+            .and_then(|s| s.as_ref().map(|(v, _)| LeaseRecord::from_lease(v, 15)));
+        let record = record.expect("stored");
+        assert_eq!(record.unreadable, None);
         assert_eq!(record.holder_identity, "");
         assert_eq!(record.lease_duration_seconds, 1);
     }
