@@ -190,7 +190,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         let js = JetStream::open(nats, js_config)
             .await
             .map_err(store_failure)?;
-        let feeds = crate::export_feed::start(&js, &args.stream, sinks).await?;
+        let feeds = crate::export_feed::new(&js, sinks);
         Mode::Nats { js, feeds }
     };
     let config = ExportConfig {
@@ -209,7 +209,6 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             .run(apiserver, config, stop.wait())
             .await
             .map_err(store_failure)?;
-        mode.finish().await;
         eprintln!(
             "export: stopped after {} records, {} occurrences; incomplete: before_start={} watch_gap={} deleted_unread={}",
             stats.records,
@@ -290,7 +289,6 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     if let Err(e) = leader.release().await {
         tracing::warn!("releasing the Lease: {e}");
     }
-    mode.finish().await;
     match led {
         Ok(_) => {}
         Err(LeadError::Work(e)) => return Err(store_failure(e)),
@@ -338,14 +336,6 @@ impl Mode {
             Mode::Direct { sink, store } => {
                 kevents_export::run(apiserver, config, sink.clone(), store.clone(), shutdown).await
             }
-        }
-    }
-
-    /// Stops the feeds (after the export stopped): what the stream holds is sent first,
-    /// within a grace.
-    async fn finish(&self) {
-        if let Mode::Nats { feeds, .. } = self {
-            feeds.finish().await;
         }
     }
 }

@@ -35,7 +35,7 @@ pub use actor::{ExportActor, StopExport};
 pub use async_nats;
 pub use configmap::ConfigMapResume;
 pub use error::ExportError;
-pub use feed::{BatchSink, FeedConfig, FeedStats, feed};
+pub use feed::{BatchSink, FeedConfig, FeedStats, feed, feed_position};
 pub use http_out::HttpOptions;
 pub use jetstream::{JetStream, JetStreamConfig};
 pub use otlp::{OTLP_SCOPE, Otlp, log_request, otlp_severity};
