@@ -190,7 +190,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         let js = JetStream::open(nats, js_config)
             .await
             .map_err(store_failure)?;
-        let feeds = crate::export_feed::new(&js, sinks);
+        let feeds = crate::export_feed::feeds_from_stream(&js, sinks);
         Mode::Nats { js, feeds }
     };
     let config = ExportConfig {
@@ -309,6 +309,8 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
 /// Where the export delivers: into NATS (the stream is the history and the resume point;
 /// OTLP and webhook sinks are fed from it), or straight to one HTTP sink with the resume
 /// point in a ConfigMap.
+// One value for the whole command: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Mode {
     Nats {
         js: JetStream,

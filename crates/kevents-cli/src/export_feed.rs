@@ -20,7 +20,7 @@ pub struct Feeds {
 }
 
 /// The feeds of the sinks asked for (none: the export alone).
-pub fn new(js: &JetStream, sinks: Sinks) -> Feeds {
+pub fn feeds_from_stream(js: &JetStream, sinks: Sinks) -> Feeds {
     if let Some(otlp) = &sinks.otlp {
         eprintln!("export: feeding OTLP {} from the stream", otlp.shown());
     }
