@@ -15,7 +15,7 @@ use crate::{ExportError, ExportRecord};
 pub const MAX_CONFIGMAP_BYTES: usize = 900 << 10;
 
 /// A [`ResumeStore`] in one ConfigMap (`data`: `counts` {uid: [count, namespace]},
-/// `pending` [records], `resourceVersions` {scope: rv}, as JSON), read once at start and
+/// `pending` (the records in flight), `resourceVersions` {scope: rv}, as JSON), read once at start and
 /// written with its `resourceVersion` (optimistic concurrency):
 ///
 /// - [`ResumeStore::begin`] writes the record as pending (and every commit before it)
