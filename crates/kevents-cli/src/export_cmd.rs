@@ -1,5 +1,7 @@
 //! `kevents export`: watch a cluster's events and export every occurrence exactly once
-//! into NATS JetStream (kevents-export's run loop), until SIGTERM or Ctrl-C.
+//! into NATS JetStream (kevents-export's run loop), until SIGTERM or Ctrl-C; `--otlp` and
+//! `--webhook` are fed from the stream, or, without NATS, receive the records directly with
+//! the resume point in a ConfigMap (`export_sinks.rs`, `export_feed.rs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

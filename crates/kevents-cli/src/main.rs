@@ -62,7 +62,8 @@ enum Command {
     /// exit code 4 when events would be lost)
     Doctor(doctor::DoctorArgs),
     /// Watch the cluster's events and export every occurrence exactly once into NATS
-    /// JetStream (resumable after a restart; SIGTERM ends it cleanly).
+    /// JetStream, OTLP logs (`--otlp`) or a webhook (`--webhook`) (resumable after a restart;
+    /// SIGTERM ends it cleanly).
     Export(Box<export_cmd::ExportArgs>),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
