@@ -1,5 +1,7 @@
 //! `kevents export`: watch a cluster's events and export every occurrence exactly once
-//! into NATS JetStream (kevents-export's run loop), until SIGTERM or Ctrl-C.
+//! into NATS JetStream (kevents-export's run loop), until SIGTERM or Ctrl-C; `--otlp` and
+//! `--webhook` are fed from the stream, or, without NATS, receive the records directly with
+//! the resume point in a ConfigMap (`export_sinks.rs`, `export_feed.rs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,11 +9,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use kevents_export::{ExportConfig, JetStream, JetStreamConfig};
+use kevents_export::{
+    ConfigMapResume, ExportConfig, ExportError, ExportStats, JetStream, JetStreamConfig,
+};
 use kevents_runtime::lead::{LeadError, run_while_leading};
 use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
 use crate::cluster::{self, Failure, FailureKind};
+use crate::export_sinks::{Direct, SinkArgs};
 use crate::nats_conn::NatsArgs;
 
 /// Which view of the stored events to watch.
@@ -38,6 +43,12 @@ pub struct ExportArgs {
     /// NATS: the servers, credentials and TLS.
     #[command(flatten)]
     pub nats: NatsArgs,
+    /// Whether NATS was asked for (`--nats` or NATS_URL; set by main from the matches).
+    #[arg(skip)]
+    pub nats_given: bool,
+    /// The HTTP sinks (`--otlp`, `--webhook`) and, without NATS, the resume ConfigMap.
+    #[command(flatten)]
+    pub sinks: SinkArgs,
     /// Replicas of the stream and bucket when they are created (a JetStream cluster: 3).
     #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = crate::bounds::parse::export_nats_replicas)]
     pub nats_replicas: u64,
@@ -93,6 +104,24 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     for ns in &args.namespaces {
         cluster::validate_namespace(ns)?;
     }
+    let sinks = args.sinks.build()?;
+    let direct = !args.nats_given && (sinks.otlp.is_some() || sinks.webhook.is_some());
+    if direct && sinks.otlp.is_some() && sinks.webhook.is_some() {
+        return Err(Failure::new(
+            FailureKind::Config,
+            "--otlp and --webhook together need NATS (--nats): without it, each keeps a resume point of its own; run two exports",
+        )
+        .into());
+    }
+    let resume_namespace = args.sinks.resume_namespace();
+    if direct {
+        cluster::validate_namespace(&resume_namespace)?;
+        kevents_core::request::check_path_names(
+            &resume_namespace,
+            Some(&args.sinks.resume_configmap),
+        )
+        .map_err(|e| Failure::new(FailureKind::Config, format!("--resume-configmap: {e}")))?;
+    }
     let nats_target = args.nats.resolve()?;
     let mut js_config = JetStreamConfig::new(&args.stream);
     js_config.replicas = args.nats_replicas as usize;
@@ -135,15 +164,37 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let nats = nats_target.connect("kevents export").await?;
-    eprintln!(
-        "export: NATS at {}, stream {}",
-        nats_target.shown(),
-        args.stream
-    );
-    let js = JetStream::open(nats, js_config)
-        .await
+    let mode = if direct {
+        let sink = match (sinks.otlp, sinks.webhook) {
+            (Some(otlp), _) => Direct::Otlp(otlp),
+            (None, Some(hook)) => Direct::Webhook(hook),
+            (None, None) => unreachable!("direct mode has a sink"),
+        };
+        let store = ConfigMapResume::new(
+            apiserver.requests(),
+            &resume_namespace,
+            &args.sinks.resume_configmap,
+        )
         .map_err(store_failure)?;
+        eprintln!(
+            "export: to {} (no NATS), resume point in the ConfigMap {}",
+            sink.shown(),
+            store.shown()
+        );
+        Mode::Direct { sink, store }
+    } else {
+        let nats = nats_target.connect("kevents export").await?;
+        eprintln!(
+            "export: NATS at {}, stream {}",
+            nats_target.shown(),
+            args.stream
+        );
+        let js = JetStream::open(nats, js_config)
+            .await
+            .map_err(store_failure)?;
+        let feeds = crate::export_feed::feeds_from_stream(&js, sinks);
+        Mode::Nats { js, feeds }
+    };
     let config = ExportConfig {
         api: match args.api {
             WatchApi::Core => kevents_export::Api::CoreV1,
@@ -156,7 +207,8 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     };
     let stop = Stop::on_signals();
     if !args.leader_elect {
-        let stats = kevents_export::run(apiserver, config, js.clone(), js, stop.wait())
+        let stats = mode
+            .run(apiserver, config, stop.wait())
             .await
             .map_err(store_failure)?;
         eprintln!(
@@ -185,7 +237,7 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     // the term, and the run saves what it delivered within the grace; the next leader
     // continues from there.
     let led = run_while_leading(&leader, stop.wait(), LOST_LEASE_GRACE, |term| {
-        let (apiserver, config, js) = (apiserver.clone(), config.clone(), js.clone());
+        let (apiserver, config, mode) = (apiserver.clone(), config.clone(), &mode);
         let identity = identity.clone();
         let (records, occurrences, incomplete) = (&records, &occurrences, &incomplete);
         let stop = &stop;
@@ -194,14 +246,9 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             metrics::gauge!("kevents_export_leader").set(1.0);
             eprintln!("export: {identity} leads; exporting from the resume point");
             loop {
-                let stats = kevents_export::run(
-                    apiserver.clone(),
-                    config.clone(),
-                    js.clone(),
-                    js.clone(),
-                    term.lost(),
-                )
-                .await;
+                let stats = mode
+                    .run(apiserver.clone(), config.clone(), term.lost())
+                    .await;
                 let stats = match stats {
                     Ok(stats) => stats,
                     // The history's store refused this replica's write: another one wrote
@@ -259,6 +306,42 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         incomplete.deleted_unread
     );
     Ok(())
+}
+
+/// Where the export delivers: into NATS (the stream is the history and the resume point;
+/// OTLP and webhook sinks are fed from it), or straight to one HTTP sink with the resume
+/// point in a ConfigMap.
+// One value for the whole command: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Mode {
+    Nats {
+        js: JetStream,
+        feeds: crate::export_feed::Feeds,
+    },
+    Direct {
+        sink: Direct,
+        store: ConfigMapResume<kevents_http::HttpSink>,
+    },
+}
+
+impl Mode {
+    /// One run of the export (a term), from the resume point, until `shutdown`.
+    async fn run(
+        &self,
+        apiserver: kevents_http::HttpSink,
+        config: ExportConfig,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<ExportStats, ExportError> {
+        match self {
+            Mode::Nats { js, feeds } => {
+                let run = kevents_export::run(apiserver, config, js.clone(), js.clone(), shutdown);
+                feeds.alongside(run).await
+            }
+            Mode::Direct { sink, store } => {
+                kevents_export::run(apiserver, config, sink.clone(), store.clone(), shutdown).await
+            }
+        }
+    }
 }
 
 /// An export error as the command's failure: the history's store (deleted, unfit, fenced)

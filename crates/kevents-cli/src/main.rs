@@ -15,6 +15,8 @@ mod demo;
 mod doctor;
 mod doctor_rbac;
 mod export_cmd;
+mod export_feed;
+mod export_sinks;
 mod nats_conn;
 mod replay_cmd;
 mod sanitize;
@@ -60,7 +62,8 @@ enum Command {
     /// exit code 4 when events would be lost)
     Doctor(doctor::DoctorArgs),
     /// Watch the cluster's events and export every occurrence exactly once into NATS
-    /// JetStream (resumable after a restart; SIGTERM ends it cleanly).
+    /// JetStream, OTLP logs (`--otlp`) or a webhook (`--webhook`) (resumable after a restart;
+    /// SIGTERM ends it cleanly).
     Export(Box<export_cmd::ExportArgs>),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
@@ -146,7 +149,23 @@ fn printable(s: &str) -> String {
 
 fn main() -> std::process::ExitCode {
     no_huge_pages();
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // Whether NATS was asked for (`--nats` or NATS_URL), not only its default: an export to
+    // OTLP or a webhook alone keeps its resume point in the cluster.
+    if let Command::Export(args) = &mut cli.command {
+        args.nats_given = matches.subcommand_matches("export").is_some_and(|m| {
+            matches!(
+                m.value_source("servers"),
+                Some(
+                    clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable
+                )
+            )
+        });
+    }
     init_logging();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),

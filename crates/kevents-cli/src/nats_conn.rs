@@ -130,7 +130,7 @@ fn usage(message: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// Reads a secret file (bounded), trimmed; the error names the file, never its content.
-fn read_secret(flag: &str, path: &Path) -> anyhow::Result<String> {
+pub(crate) fn read_secret(flag: &str, path: &Path) -> anyhow::Result<String> {
     use std::io::Read as _;
     let file = std::fs::File::open(path)
         .map_err(|e| usage(format!("{flag}: cannot read {}: {e}", path.display())))?;
@@ -155,7 +155,7 @@ fn read_secret(flag: &str, path: &Path) -> anyhow::Result<String> {
 
 /// A non-empty environment variable (unset, empty or not UTF-8: `None`; not UTF-8 is an
 /// error).
-fn env_secret(name: &str) -> anyhow::Result<Option<String>> {
+pub(crate) fn env_secret(name: &str) -> anyhow::Result<Option<String>> {
     match std::env::var(name) {
         Ok(v) if v.trim().is_empty() => Ok(None),
         Ok(v) => Ok(Some(v.trim().to_owned())),
@@ -166,7 +166,7 @@ fn env_secret(name: &str) -> anyhow::Result<Option<String>> {
 
 /// Remembers a secret for redaction, in the forms output could quote it: as given, as
 /// Rust's `Debug` writes it (async-nats' trace log of CONNECT) and as a URL carries it.
-fn remember(secret: &str) {
+pub(crate) fn remember(secret: &str) {
     cluster::add_secret(secret);
     let debug = format!("{secret:?}");
     cluster::add_secret(debug.trim_matches('"'));

@@ -94,3 +94,102 @@ fn a_url_password_is_never_printed_even_in_a_refusal() {
         "{text}"
     );
 }
+
+/// Runs `kevents export` without NATS (no `--nats`, no NATS_URL) with `args`.
+fn export_without_nats(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kevents"))
+        .arg("export")
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .args(args)
+        .env_remove("NATS_URL")
+        .envs(env.iter().copied())
+        .output()
+        .expect("running kevents export");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn otlp_and_webhook_option_errors_exit_2_without_showing_a_secret() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "Bearer s3cret-T0ken\n").expect("token file");
+    let not_pem = dir.path().join("ca.pem");
+    std::fs::write(&not_pem, "s3cret-T0ken is not a certificate").expect("ca file");
+    let token_arg = format!("Authorization={}", token.display());
+    let ca_arg = not_pem.display().to_string();
+    for (args, says) in [
+        (
+            &["--otlp", "http://user:s3cret-T0ken@127.0.0.1:4318"][..],
+            "carries no credentials",
+        ),
+        (&["--webhook", "ftp://127.0.0.1/x"][..], "http or https"),
+        (
+            &[
+                "--otlp",
+                "http://127.0.0.1:4318",
+                "--webhook",
+                "http://127.0.0.1:9",
+            ][..],
+            "need NATS",
+        ),
+        (
+            &[
+                "--otlp",
+                "http://127.0.0.1:4318",
+                "--otlp-header",
+                "=s3cret-T0ken",
+            ][..],
+            "without a name",
+        ),
+        (
+            &[
+                "--otlp",
+                "http://127.0.0.1:4318",
+                "--otlp-header-file",
+                "Authorization=/nonexistent/t",
+            ][..],
+            "/nonexistent/t",
+        ),
+        (
+            &[
+                "--otlp",
+                "http://127.0.0.1:4318",
+                "--otlp-header-env",
+                "Authorization=KEVENTS_TEST_UNSET_VAR",
+            ][..],
+            "KEVENTS_TEST_UNSET_VAR is not set",
+        ),
+        (
+            &[
+                "--otlp",
+                "https://127.0.0.1:4318",
+                "--otlp-header-file",
+                &token_arg,
+                "--otlp-ca",
+                &ca_arg,
+            ][..],
+            "holds no certificate",
+        ),
+        (
+            &[
+                "--webhook",
+                "http://127.0.0.1:9",
+                "--resume-configmap",
+                "Bad_Name",
+            ][..],
+            "Bad_Name",
+        ),
+    ] {
+        let (code, text) = export_without_nats(args, &[]);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: {text}");
+        assert!(!text.contains("s3cret"), "{args:?} showed a secret: {text}");
+        assert!(
+            !text.contains("kubeconfig"),
+            "{args:?} reached the kubeconfig: {text}"
+        );
+    }
+}

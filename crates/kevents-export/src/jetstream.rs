@@ -313,6 +313,17 @@ impl JetStream {
         &self.context
     }
 
+    /// The key-value bucket of the resume point (`rv.*`: the watch scopes'
+    /// resourceVersions; `feed.*`: the feeds' positions, [`crate::feed`]).
+    pub fn key_value(&self) -> &kv::Store {
+        &self.kv
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &JetStreamConfig {
+        &self.config
+    }
+
     /// The subject of an event's records.
     pub fn subject_of(&self, namespace: &str, uid: &str) -> String {
         format!(

@@ -8,7 +8,10 @@
 //! Source layout: `record.rs` ([`ExportRecord`], [`Api`]), `store.rs` (the sink and store
 //! traits, [`MemoryResume`]), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
 //! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas),
-//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `error.rs`.
+//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `otlp.rs` ([`Otlp`], OTLP logs),
+//! `http_out.rs` ([`HttpOptions`]: the HTTP sinks' headers and TLS), `configmap.rs`
+//! ([`ConfigMapResume`], a resume point in a ConfigMap), `feed.rs` ([`feed`]: an HTTP sink
+//! fed from the stream), `error.rs`.
 //!
 //! ```
 //! let r = kevents_export::ExportRecord { uid: "u".into(), count: 5, delta: 2, ..Default::default() };
@@ -16,8 +19,12 @@
 //! ```
 
 mod actor;
+mod configmap;
 mod error;
+mod feed;
+mod http_out;
 pub mod jetstream;
+mod otlp;
 mod record;
 mod run;
 mod store;
@@ -26,8 +33,12 @@ mod webhook;
 
 pub use actor::{ExportActor, StopExport};
 pub use async_nats;
+pub use configmap::ConfigMapResume;
 pub use error::ExportError;
+pub use feed::{BatchSink, FeedConfig, FeedStats, feed, feed_position};
+pub use http_out::HttpOptions;
 pub use jetstream::{JetStream, JetStreamConfig};
+pub use otlp::{OTLP_SCOPE, Otlp, log_request, otlp_severity};
 pub use record::{Api, ExportRecord, MAX_COUNT, Malformed, Regarding};
 pub use run::{ExportConfig, ExportStats, Incomplete, run, scope_key};
 pub use store::{MemoryResume, RecordSink, ResumePoint, ResumeStore};

@@ -52,6 +52,27 @@ pub struct Regarding {
     pub name: String,
     /// Its uid.
     pub uid: String,
+    /// The part of it the event is about (`spec.containers{app}`; may be empty).
+    #[serde(
+        default,
+        rename = "fieldPath",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub field_path: String,
+    /// Its `apiVersion` (may be empty).
+    #[serde(
+        default,
+        rename = "apiVersion",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub api_version: String,
+    /// Its resourceVersion when the event was made (may be empty).
+    #[serde(
+        default,
+        rename = "resourceVersion",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub resource_version: String,
 }
 
 /// One exported record of an event, the same for both APIs (JSON, camelCase; see
@@ -107,6 +128,9 @@ pub struct ExportRecord {
     pub delta: u64,
     /// The resource version of the object this record was made from.
     pub resource_version: String,
+    /// The event object's `metadata.creationTimestamp`, RFC 3339, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
 }
 
 fn s(v: &Value, path: &[&str]) -> String {
@@ -262,6 +286,9 @@ impl ExportRecord {
                 namespace: s(object, &[regarding_key, "namespace"]),
                 name: s(object, &[regarding_key, "name"]),
                 uid: s(object, &[regarding_key, "uid"]),
+                field_path: s(object, &[regarding_key, "fieldPath"]),
+                api_version: s(object, &[regarding_key, "apiVersion"]),
+                resource_version: s(object, &[regarding_key, "resourceVersion"]),
             },
             reason: s(object, &["reason"]),
             type_: s(object, &["type"]),
@@ -274,6 +301,11 @@ impl ExportRecord {
             count,
             delta: 0,
             resource_version: s(object, &["metadata", "resourceVersion"]),
+            created: first_nonempty([
+                s(object, &["metadata", "creationTimestamp"]),
+                String::new(),
+                String::new(),
+            ]),
         })
     }
 

@@ -1,9 +1,9 @@
 //! [`Webhook`]: records as HTTP `POST`s (JSON) to a URL, with an `Idempotency-Key: uid:count`
 //! header so that the receiver stores a record delivered twice once.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http_out::{HttpOptions, MAX_ERROR_BODY, bounded_body, parse_url, shown};
 use crate::store::RecordSink;
 use crate::{ExportError, ExportRecord};
 
@@ -26,6 +26,7 @@ pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 pub struct Webhook {
     client: reqwest::Client,
     url: reqwest::Url,
+    options: HttpOptions,
     /// Tries per record before [`RecordSink::deliver`] fails.
     pub attempts: u32,
 }
@@ -37,34 +38,48 @@ fn sink_err(e: impl std::fmt::Display) -> ExportError {
 impl Webhook {
     /// A webhook to `url` (`http` or `https`), each request bounded by `timeout`.
     pub fn new(url: &str, timeout: Duration) -> Result<Self, ExportError> {
-        let url = reqwest::Url::parse(url).map_err(sink_err)?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(ExportError::Sink(format!(
-                "a webhook URL is http or https, not {}",
-                url.scheme()
-            )));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        if url.scheme() == "https" {
-            let native = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(native.certs);
-        }
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(sink_err)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .timeout(timeout)
-            .build()
-            .map_err(sink_err)?;
+        Self::with_options(
+            url,
+            HttpOptions {
+                timeout,
+                ..HttpOptions::default()
+            },
+        )
+    }
+
+    /// A webhook to `url` with `options`: headers (secret), extra CA certificates, a client
+    /// certificate, the request timeout. A URL with credentials in it is refused (send them
+    /// in a header).
+    ///
+    /// ```
+    /// let mut o = kevents_export::HttpOptions::default();
+    /// o.header("Authorization", "Bearer t0ken").unwrap();
+    /// let hook = kevents_export::Webhook::with_options("https://hooks.example/k", o).unwrap();
+    /// assert_eq!(hook.shown(), "https://hooks.example:443/k");
+    /// ```
+    pub fn with_options(url: &str, options: HttpOptions) -> Result<Self, ExportError> {
+        let url = parse_url("webhook", url).map_err(|e| ExportError::Sink(config_text(e)))?;
+        let client = options
+            .client(url.scheme() == "https")
+            .map_err(|e| ExportError::Sink(config_text(e)))?;
         Ok(Webhook {
             client,
             url,
+            options,
             attempts: 5,
         })
+    }
+
+    /// The URL, as it may be shown (`scheme://host:port/path`).
+    pub fn shown(&self) -> String {
+        shown(&self.url)
+    }
+}
+
+fn config_text(e: ExportError) -> String {
+    match e {
+        ExportError::Config(text) => text,
+        e => e.to_string(),
     }
 }
 
@@ -74,24 +89,37 @@ impl RecordSink for Webhook {
         let mut pause = Duration::from_millis(200);
         let mut last = String::new();
         for attempt in 1..=self.attempts.max(1) {
-            let sent = self
+            let mut request = self
                 .client
                 .post(self.url.clone())
                 .header("Content-Type", "application/json")
-                .header(IDEMPOTENCY_KEY, record.key())
-                .body(body.clone())
-                .send()
-                .await;
-            match sent {
+                .header(IDEMPOTENCY_KEY, record.key());
+            for (name, value) in self.options.headers() {
+                request = request.header(name, value);
+            }
+            match request.body(body.clone()).send().await {
                 Ok(resp) if resp.status().is_success() => return Ok(()),
                 Ok(resp) => {
                     let code = resp.status().as_u16();
-                    last = format!("the webhook answered {code}");
+                    let text = bounded_body(resp, MAX_ERROR_BODY).await;
+                    let text = kevents_core::status::sanitize_server_text(
+                        String::from_utf8_lossy(&text).trim(),
+                    );
+                    last = format!("the webhook {} answered {code}", self.shown());
+                    if !text.is_empty() {
+                        last = format!("{last}: {}", self.options.redact(&text));
+                    }
                     if !(code >= 500 || code == 408 || code == 429) {
                         return Err(ExportError::Sink(last));
                     }
                 }
-                Err(e) => last = kevents_core::request::error_chain(&e),
+                Err(e) => {
+                    last = format!(
+                        "the webhook {}: {}",
+                        self.shown(),
+                        self.options.redact(&kevents_core::request::error_chain(&e))
+                    )
+                }
             }
             if attempt < self.attempts {
                 tokio::time::sleep(pause).await;

@@ -29,6 +29,7 @@
 pub mod conformance;
 pub mod nats;
 pub mod nats_auth;
+pub mod otelcol;
 
 /// Wraps real-apiserver tests: with the kube-apiserver binary provisioned when the crate was
 /// built, or when CI or `KEVENTS_REQUIRE_APISERVER=1` require it, the items are emitted as
