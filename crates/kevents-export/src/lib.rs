@@ -8,13 +8,16 @@
 //! Source layout: `record.rs` ([`ExportRecord`], [`Api`]), `store.rs` (the sink and store
 //! traits, [`MemoryResume`]), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
 //! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas),
-//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `error.rs`.
+//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `error.rs`,
+//! `__private.rs` (the per-record steps for the instruction-count guard; not public API).
 //!
 //! ```
 //! let r = kevents_export::ExportRecord { uid: "u".into(), count: 5, delta: 2, ..Default::default() };
 //! assert_eq!(r.key(), "u:5");
 //! ```
 
+#[doc(hidden)]
+pub mod __private;
 mod actor;
 mod error;
 pub mod jetstream;

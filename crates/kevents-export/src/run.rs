@@ -134,13 +134,51 @@ struct Known {
     ns: u32,
 }
 
-struct State {
+pub(crate) struct State {
     known: HashMap<Box<str>, Known>,
     namespaces: Vec<String>,
     ns_index: HashMap<String, u32>,
 }
 
 impl State {
+    /// No event known yet, room for `live` of them.
+    pub(crate) fn with_capacity(live: usize) -> Self {
+        State {
+            known: HashMap::with_capacity(live),
+            namespaces: Vec::new(),
+            ns_index: HashMap::new(),
+        }
+    }
+
+    /// Sets `record`'s delta against the last count exported for its uid and returns that
+    /// count, or `None` (delta untouched) when the record carries no occurrence not
+    /// exported yet.
+    pub(crate) fn delta(&self, record: &mut ExportRecord) -> Option<u64> {
+        let previous = self.known.get(record.uid.as_str()).map_or(0, |k| k.count);
+        if record.count <= previous {
+            return None;
+        }
+        record.delta = record.count - previous;
+        Some(previous)
+    }
+
+    /// Remembers `record`'s count and namespace as its uid's last export.
+    pub(crate) fn remember(&mut self, record: &ExportRecord) {
+        let ns = self.intern(&record.namespace);
+        self.known.insert(
+            record.uid.clone().into_boxed_str(),
+            Known {
+                count: record.count,
+                ns,
+            },
+        );
+    }
+
+    /// Events known.
+    pub(crate) fn live(&self) -> usize {
+        self.known.len()
+    }
+
     fn intern(&mut self, ns: &str) -> u32 {
         if let Some(&i) = self.ns_index.get(ns) {
             return i;
@@ -182,11 +220,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
 ) -> Result<ExportStats, ExportError> {
     let mut stats = ExportStats::default();
     let point = store.load().await?;
-    let mut state = State {
-        known: HashMap::with_capacity(point.counts.len()),
-        namespaces: Vec::new(),
-        ns_index: HashMap::new(),
-    };
+    let mut state = State::with_capacity(point.counts.len());
     for (uid, (count, ns)) in point.counts {
         let ns = state.intern(&ns);
         state
@@ -197,14 +231,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
     for record in point.pending {
         sink.deliver(&record).await?;
         store.commit(&record).await?;
-        let ns = state.intern(&record.namespace);
-        state.known.insert(
-            record.uid.clone().into_boxed_str(),
-            Known {
-                count: record.count,
-                ns,
-            },
-        );
+        state.remember(&record);
         stats.redelivered += 1;
     }
     let point_rvs: HashSet<String> = point.resource_versions.keys().cloned().collect();
@@ -522,28 +549,19 @@ async fn export<S: RecordSink, R: ResumeStore>(
     store: &mut R,
     stats: &mut ExportStats,
 ) -> Result<u64, ExportError> {
-    let previous = state.known.get(record.uid.as_str()).map_or(0, |k| k.count);
-    if record.count <= previous {
+    let Some(previous) = state.delta(&mut record) else {
         return Ok(0);
-    }
-    record.delta = record.count - previous;
+    };
     store.begin(&record, previous).await?;
     sink.deliver(&record).await?;
     store.commit(&record).await?;
-    let ns = state.intern(&record.namespace);
     let lag = record.lag_secs(kevents_core::Clock::now(&kevents_core::SystemClock));
-    state.known.insert(
-        record.uid.clone().into_boxed_str(),
-        Known {
-            count: record.count,
-            ns,
-        },
-    );
+    state.remember(&record);
     stats.records = stats.records.saturating_add(1);
     stats.occurrences = stats.occurrences.saturating_add(record.delta);
     metrics::counter!("kevents_export_records_total").increment(1);
     metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
     metrics::histogram!("kevents_export_lag_seconds").record(lag);
-    metrics::gauge!("kevents_export_live_events").set(state.known.len() as f64);
+    metrics::gauge!("kevents_export_live_events").set(state.live() as f64);
     Ok(record.delta)
 }
