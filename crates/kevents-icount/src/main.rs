@@ -35,21 +35,14 @@ fn main() -> ExitCode {
     let [what] = args.as_slice() else {
         return usage();
     };
-    let summary = match what.as_str() {
-        "--list" => {
-            for (name, function) in MEASURES {
-                println!("{name} {function}");
-            }
-            return ExitCode::SUCCESS;
+    if what == "--list" {
+        for (name, function) in MEASURES {
+            println!("{name} {function}");
         }
-        "correlator-hot" => setup::correlator(setup::CORRELATOR_HOT, true),
-        "correlator-wide" => setup::correlator(setup::CORRELATOR_WIDE, true),
-        "correlator-api" => setup::correlator(setup::CORRELATOR_API, false),
-        "emit" => setup::emit(false),
-        "emit-v1" => setup::emit(true),
-        "series" => setup::series(),
-        "export" => setup::export(),
-        _ => return usage(),
+        return ExitCode::SUCCESS;
+    }
+    let Some(summary) = measure(what) else {
+        return usage();
     };
     match summary {
         Ok(summary) => {
@@ -63,8 +56,73 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs measure `what` and says what its work did; `None` for an unknown name.
+fn measure(what: &str) -> Option<Result<serde_json::Value, String>> {
+    Some(match what {
+        "correlator-hot" => setup::correlator(setup::CORRELATOR_HOT, true),
+        "correlator-wide" => setup::correlator(setup::CORRELATOR_WIDE, true),
+        "correlator-api" => setup::correlator(setup::CORRELATOR_API, false),
+        "emit" => setup::emit(false),
+        "emit-v1" => setup::emit(true),
+        "series" => setup::series(),
+        "export" => setup::export(),
+        _ => return None,
+    })
+}
+
 fn usage() -> ExitCode {
     let names: Vec<&str> = MEASURES.iter().map(|(n, _)| *n).collect();
     eprintln!("usage: kevents-icount {}|--list", names.join("|"));
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(v: &serde_json::Value, key: &str) -> u64 {
+        v[key].as_u64().unwrap_or(u64::MAX)
+    }
+
+    /// Every listed measure runs, does its whole work without a failure, and does what its
+    /// inputs say it must (the guard compares counts only for the same work).
+    #[test]
+    fn every_measure_does_its_work() {
+        for (name, function) in MEASURES {
+            assert!(
+                function.starts_with("kevents_icount::measured::"),
+                "{function}"
+            );
+            let v = measure(name).expect("listed").expect("runs");
+            assert_eq!(v["measure"], name);
+            assert_eq!(field(&v, "failed"), 0, "{v}");
+            let size = field(&v, "size");
+            match name {
+                // Every occurrence is written (created or patched) or skipped.
+                n if n.starts_with("correlator-") => assert_eq!(
+                    field(&v, "created") + field(&v, "patched") + field(&v, "skipped"),
+                    size,
+                    "{v}"
+                ),
+                // Every call is queued.
+                "emit" | "emit-v1" => assert_eq!(field(&v, "accepted"), size, "{v}"),
+                // 1 000 pods x 5 reasons: one CREATE each, a series start each, a finish each;
+                // every other occurrence counted in memory.
+                "series" => {
+                    assert_eq!(field(&v, "created"), 5_000, "{v}");
+                    assert_eq!(field(&v, "patched"), 10_000, "{v}");
+                    assert_eq!(field(&v, "skipped"), size - 10_000, "{v}");
+                }
+                // The deltas sum to the last counts (2 000 events at count 8), and the
+                // relisted rounds (every fourth) publish nothing.
+                "export" => {
+                    assert_eq!(field(&v, "accepted"), 2_000 * 8, "{v}");
+                    assert_eq!(field(&v, "skipped"), 2_000 * 2, "{v}");
+                    assert_eq!(field(&v, "created"), size - 2_000 * 2, "{v}");
+                }
+                other => panic!("no check for measure {other}"),
+            }
+        }
+        assert!(measure("nothing").is_none());
+    }
 }
