@@ -3,7 +3,7 @@
 # kevents-sim, kevents-export, kevents-kube and the kevents facade) as `cargo publish` would, and verifies that each .crate
 # builds on its own: Cargo packages the workspace members together, in dependency order, and builds the
 # dependents against the freshly packaged dependencies through a local registry overlay, so
-# nothing has to be on crates.io yet. kevents-testkit and kevents-cli are `publish = false`.
+# nothing has to be on crates.io yet. kevents-testkit, kevents-cli and kevents-icount are `publish = false`.
 #
 # Usage: bash scripts/package.sh [extra cargo package flags, e.g. --no-verify]
 # Result: $CARGO_TARGET_DIR/package/*.crate (default target/package/). The verification
@@ -38,7 +38,7 @@ rm -rf "$verify"/debug/.fingerprint/kevents* "$verify"/debug/deps/*kevents* \
 
 # --allow-dirty: this checks that the crates package and build; it does not publish.
 CARGO_TARGET_DIR="$verify" cargo package --workspace --locked --allow-dirty \
-    --exclude kevents-testkit --exclude kevents-cli "$@"
+    --exclude kevents-testkit --exclude kevents-cli --exclude kevents-icount "$@"
 mkdir -p "$dir"
 for crate in "${crates[@]}"; do
     cp "$verify/package/$crate-$version.crate" "$dir/"

@@ -357,6 +357,8 @@ ensure_tools "python3" python3
 # The export tests (crates/kevents-cli/tests/export_real_apiserver.rs) start a `nats-server -js`
 # of their own: Debian's package (its service is not started: see install_pkgs).
 ensure_tools "nats-server" nats-server
+# .ci/run's instruction-count guard (scripts/icount.py) counts with callgrind.
+ensure_tools "valgrind" valgrind
 
 case "${KEVENTS_K8S_VERSION:-}" in
     ""|1.20|1.20.2|v1.20.2) ;;

@@ -137,6 +137,27 @@ fn uid_token(uid: &str) -> String {
     out
 }
 
+/// `{prefix}.{namespace or _}.{uid token}`: the subject of an event's records.
+fn subject(prefix: &str, namespace: &str, uid: &str) -> String {
+    format!(
+        "{}.{}.{}",
+        prefix,
+        if namespace.is_empty() { "_" } else { namespace },
+        uid_token(uid)
+    )
+}
+
+/// What [`JetStream`] publishes for a record, before the fence's headers: its subject, its
+/// `Nats-Msg-Id` (`uid:count`) and its JSON payload.
+pub(crate) fn publication(
+    config: &JetStreamConfig,
+    record: &ExportRecord,
+) -> Result<(String, String, Bytes), ExportError> {
+    let payload = serde_json::to_vec(record).map_err(nats)?;
+    let subject = subject(&config.subject_prefix, &record.namespace, &record.uid);
+    Ok((subject, record.key(), Bytes::from(payload)))
+}
+
 /// Records into JetStream, fenced, and the watch scopes' resourceVersions in a JetStream
 /// key-value bucket: both a [`RecordSink`] and a [`ResumeStore`].
 ///
@@ -326,12 +347,7 @@ impl JetStream {
 
     /// The subject of an event's records.
     pub fn subject_of(&self, namespace: &str, uid: &str) -> String {
-        format!(
-            "{}.{}.{}",
-            self.config.subject_prefix,
-            if namespace.is_empty() { "_" } else { namespace },
-            uid_token(uid)
-        )
+        subject(&self.config.subject_prefix, namespace, uid)
     }
 
     fn fence(&self) -> Option<u64> {
@@ -606,10 +622,8 @@ impl JetStream {
 
 impl RecordSink for JetStream {
     async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        let payload = serde_json::to_vec(record).map_err(nats)?;
-        let subject = self.subject_of(&record.namespace, &record.uid);
-        self.publish_fenced(subject, &record.key(), Bytes::from(payload))
-            .await?;
+        let (subject, key, payload) = publication(&self.config, record)?;
+        self.publish_fenced(subject, &key, payload).await?;
         Ok(())
     }
 }

@@ -11,13 +11,16 @@
 //! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `otlp.rs` ([`Otlp`], OTLP logs),
 //! `http_out.rs` ([`HttpOptions`]: the HTTP sinks' headers and TLS), `configmap.rs`
 //! ([`ConfigMapResume`], a resume point in a ConfigMap), `feed.rs` ([`feed`]: an HTTP sink
-//! fed from the stream), `error.rs`.
+//! fed from the stream), `error.rs`, `__private.rs` (the per-record steps for the
+//! instruction-count guard; not public API).
 //!
 //! ```
 //! let r = kevents_export::ExportRecord { uid: "u".into(), count: 5, delta: 2, ..Default::default() };
 //! assert_eq!(r.key(), "u:5");
 //! ```
 
+#[doc(hidden)]
+pub mod __private;
 mod actor;
 mod configmap;
 mod error;

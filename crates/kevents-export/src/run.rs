@@ -140,13 +140,83 @@ struct Known {
     lowered: bool,
 }
 
-struct State {
+/// What a record read means against the counts exported ([`State::delta`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// It carries occurrences not exported yet (its delta is set); the count exported before.
+    New { previous: u64 },
+    /// Nothing new; `lowered`: its count was read lower than the one exported, the first time
+    /// for this event.
+    Nothing { lowered: bool, exported: u64 },
+    /// The uid of an event exported from another namespace (named).
+    OtherNamespace(String),
+}
+
+pub(crate) struct State {
     known: HashMap<Box<str>, Known>,
     namespaces: Vec<String>,
     ns_index: HashMap<String, u32>,
 }
 
 impl State {
+    /// No event known yet, room for `live` of them.
+    pub(crate) fn with_capacity(live: usize) -> Self {
+        State {
+            known: HashMap::with_capacity(live),
+            namespaces: Vec::new(),
+            ns_index: HashMap::new(),
+        }
+    }
+
+    /// Sets `record`'s delta against the last count exported for its uid when it carries
+    /// occurrences not exported yet ([`Seen::New`], delta set); else says why not.
+    pub(crate) fn delta(&mut self, record: &mut ExportRecord) -> Seen {
+        let Some(known) = self.known.get_mut(record.uid.as_str()) else {
+            if record.count == 0 {
+                return Seen::Nothing {
+                    lowered: false,
+                    exported: 0,
+                };
+            }
+            record.delta = record.count;
+            return Seen::New { previous: 0 };
+        };
+        let ns = self.namespaces.get(known.ns as usize).map(String::as_str);
+        if let Some(first) = ns.filter(|ns| *ns != record.namespace) {
+            return Seen::OtherNamespace(first.to_owned());
+        }
+        if record.count <= known.count {
+            let lowered = record.count < known.count && !known.lowered;
+            known.lowered |= lowered;
+            return Seen::Nothing {
+                lowered,
+                exported: known.count,
+            };
+        }
+        record.delta = record.count - known.count;
+        Seen::New {
+            previous: known.count,
+        }
+    }
+
+    /// Remembers `record`'s count and namespace as its uid's last export.
+    pub(crate) fn remember(&mut self, record: &ExportRecord) {
+        let ns = self.intern(&record.namespace);
+        self.known.insert(
+            record.uid.clone().into_boxed_str(),
+            Known {
+                count: record.count,
+                ns,
+                lowered: false,
+            },
+        );
+    }
+
+    /// Events known.
+    pub(crate) fn live(&self) -> usize {
+        self.known.len()
+    }
+
     fn intern(&mut self, ns: &str) -> u32 {
         if let Some(&i) = self.ns_index.get(ns) {
             return i;
@@ -188,11 +258,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
 ) -> Result<ExportStats, ExportError> {
     let mut stats = ExportStats::default();
     let point = store.load().await?;
-    let mut state = State {
-        known: HashMap::with_capacity(point.counts.len()),
-        namespaces: Vec::new(),
-        ns_index: HashMap::new(),
-    };
+    let mut state = State::with_capacity(point.counts.len());
     for (uid, (count, ns)) in point.counts {
         let ns = state.intern(&ns);
         state.known.insert(
@@ -208,15 +274,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
     for record in point.pending {
         sink.deliver(&record).await?;
         store.commit(&record).await?;
-        let ns = state.intern(&record.namespace);
-        state.known.insert(
-            record.uid.clone().into_boxed_str(),
-            Known {
-                count: record.count,
-                ns,
-                lowered: false,
-            },
-        );
+        state.remember(&record);
         stats.redelivered += 1;
     }
     let point_rvs: HashSet<String> = point.resource_versions.keys().cloned().collect();
@@ -534,58 +592,43 @@ async fn export<S: RecordSink, R: ResumeStore>(
     store: &mut R,
     stats: &mut ExportStats,
 ) -> Result<u64, ExportError> {
-    let (previous, lowered) = match state.known.get_mut(record.uid.as_str()) {
-        None => (0, false),
-        Some(known) => {
-            let ns = state.namespaces.get(known.ns as usize).map(String::as_str);
-            if ns.is_some_and(|ns| ns != record.namespace) {
-                // The apiserver gives every object its own uid; one read in a second
-                // namespace is not the same event, and not one this export can keep apart
-                // from the first: refused, counted, warned.
-                stats.malformed = stats.malformed.saturating_add(1);
-                metrics::counter!("kevents_export_malformed_objects_total", "why" => "uid_reused")
-                    .increment(1);
+    let previous = match state.delta(&mut record) {
+        Seen::New { previous } => previous,
+        Seen::Nothing { lowered, exported } => {
+            if lowered {
+                stats.decreases = stats.decreases.saturating_add(1);
+                metrics::counter!("kevents_export_count_decreases_total").increment(1);
+                // Counts only grow; a lower one (an event recreated under the same uid, a
+                // hostile server) exports nothing until it passes the count already exported.
                 tracing::warn!(uid = %record.uid, namespace = %record.namespace,
-                    first_namespace = ns.unwrap_or_default(),
-                    "an event with the uid of an event in another namespace: skipped, counted in kevents_export_malformed_objects_total");
-                return Ok(0);
+                    count = record.count, exported,
+                    "an event's count went down: nothing exported until it passes the count already exported (said once per event)");
             }
-            let first = record.count < known.count && !known.lowered;
-            known.lowered |= first;
-            (known.count, first)
+            return Ok(0);
+        }
+        Seen::OtherNamespace(first) => {
+            // The apiserver gives every object its own uid; one read in a second namespace is
+            // not the same event, and not one this export can keep apart from the first:
+            // refused, counted, warned.
+            stats.malformed = stats.malformed.saturating_add(1);
+            metrics::counter!("kevents_export_malformed_objects_total", "why" => "uid_reused")
+                .increment(1);
+            tracing::warn!(uid = %record.uid, namespace = %record.namespace,
+                first_namespace = %first,
+                "an event with the uid of an event in another namespace: skipped, counted in kevents_export_malformed_objects_total");
+            return Ok(0);
         }
     };
-    if lowered {
-        stats.decreases = stats.decreases.saturating_add(1);
-        metrics::counter!("kevents_export_count_decreases_total").increment(1);
-        // Counts only grow; a lower one (an event recreated under the same uid, a hostile
-        // server) exports nothing until it passes the count already exported.
-        tracing::warn!(uid = %record.uid, namespace = %record.namespace,
-            count = record.count, exported = previous,
-            "an event's count went down: nothing exported until it passes the count already exported (said once per event)");
-    }
-    if record.count <= previous {
-        return Ok(0);
-    }
-    record.delta = record.count - previous;
     store.begin(&record, previous).await?;
     sink.deliver(&record).await?;
     store.commit(&record).await?;
-    let ns = state.intern(&record.namespace);
     let lag = record.lag_secs(kevents_core::Clock::now(&kevents_core::SystemClock));
-    state.known.insert(
-        record.uid.clone().into_boxed_str(),
-        Known {
-            count: record.count,
-            ns,
-            lowered: false,
-        },
-    );
+    state.remember(&record);
     stats.records = stats.records.saturating_add(1);
     stats.occurrences = stats.occurrences.saturating_add(record.delta);
     metrics::counter!("kevents_export_records_total").increment(1);
     metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
     metrics::histogram!("kevents_export_lag_seconds").record(lag);
-    metrics::gauge!("kevents_export_live_events").set(state.known.len() as f64);
+    metrics::gauge!("kevents_export_live_events").set(state.live() as f64);
     Ok(record.delta)
 }
