@@ -296,7 +296,12 @@ mod tests {
         let c = checks(&plan(&[], true));
         let asked: Vec<String> = c
             .iter()
-            .map(|c| format!("{} {}/{} {:?} {:?}", c.verb, c.group, c.resource, c.namespace, c.name))
+            .map(|c| {
+                format!(
+                    "{} {}/{} {:?} {:?}",
+                    c.verb, c.group, c.resource, c.namespace, c.name
+                )
+            })
             .collect();
         assert_eq!(
             asked,

@@ -105,9 +105,12 @@ const FAMILIES: &[Family] = &[
 /// `kevents_export_leader` value to start with (0 with `--leader-elect`, 1 without).
 pub fn register(leading: bool) {
     for f in FAMILIES {
-        let labels: Vec<Vec<(&'static str, &'static str)>> = match f.label {
+        let labels: Vec<Vec<metrics::Label>> = match f.label {
             None => vec![Vec::new()],
-            Some((key, values)) => values.iter().map(|v| vec![(key, *v)]).collect(),
+            Some((key, values)) => values
+                .iter()
+                .map(|v| vec![metrics::Label::new(key, *v)])
+                .collect(),
         };
         match f.kind {
             Kind::Counter => {

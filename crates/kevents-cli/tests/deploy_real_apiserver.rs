@@ -142,10 +142,7 @@ async fn create_event(sink: &HttpSink, core: bool, name: &str) -> String {
         format!("/apis/events.k8s.io/v1/namespaces/default/events/{name}")
     };
     let stored = get(sink, &read).await.expect("the event just created");
-    stored["metadata"]["uid"]
-        .as_str()
-        .expect("uid")
-        .to_owned()
+    stored["metadata"]["uid"].as_str().expect("uid").to_owned()
 }
 
 async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
@@ -196,7 +193,10 @@ fn metrics(port: u16) -> String {
                 .expect("request");
             let mut text = String::new();
             conn.read_to_string(&mut text).expect("answer");
-            return text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or(text);
+            return text
+                .split_once("\r\n\r\n")
+                .map(|(_, b)| b.to_owned())
+                .unwrap_or(text);
         }
         assert!(Instant::now() < deadline, "no metrics listener on {port}");
         std::thread::sleep(Duration::from_millis(100));
@@ -214,7 +214,14 @@ fn families(body: &str) -> HashSet<String> {
 
 /// A `--leader-elect` replica as deploy/ runs it (Lease kevents/kevents-export), with the
 /// tests' short durations.
-fn spawn_replica(kubeconfig: &Path, api: &str, nats: &str, id: &str, port: u16, log: &Path) -> Child {
+fn spawn_replica(
+    kubeconfig: &Path,
+    api: &str,
+    nats: &str,
+    id: &str,
+    port: u16,
+    log: &Path,
+) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -224,10 +231,31 @@ fn spawn_replica(kubeconfig: &Path, api: &str, nats: &str, id: &str, port: u16, 
         .arg("export")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["--api", api, "--nats", nats, "--stream", "export", "--progress", "1"])
-        .args(["--leader-elect", "--lease-namespace", "kevents", "--lease-name"])
+        .args([
+            "--api",
+            api,
+            "--nats",
+            nats,
+            "--stream",
+            "export",
+            "--progress",
+            "1",
+        ])
+        .args([
+            "--leader-elect",
+            "--lease-namespace",
+            "kevents",
+            "--lease-name",
+        ])
         .args(["kevents-export", "--identity", id])
-        .args(["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1"])
+        .args([
+            "--lease-duration",
+            "4",
+            "--renew-deadline",
+            "3",
+            "--retry-period",
+            "1",
+        ])
         .arg(format!("--metrics-addr=127.0.0.1:{port}"))
         .stdout(Stdio::null())
         .stderr(log)
@@ -293,7 +321,11 @@ fn deploy_story(api: &str) {
     let sink = rt.block_on(admin_sink(&server));
 
     // The kustomization builds on every version (kubectl's own kustomize, no network).
-    let built = kubectl(&admin, &["kustomize", &deploy.join(api_dir).display().to_string()], None);
+    let built = kubectl(
+        &admin,
+        &["kustomize", &deploy.join(api_dir).display().to_string()],
+        None,
+    );
     for kind in [
         "kind: Namespace",
         "kind: ServiceAccount",
@@ -305,14 +337,21 @@ fn deploy_story(api: &str) {
         "kind: PodDisruptionBudget",
         "kind: Deployment",
     ] {
-        assert!(built.contains(kind), "{kind} missing from deploy/{api_dir}:\n{built}");
+        assert!(
+            built.contains(kind),
+            "{kind} missing from deploy/{api_dir}:\n{built}"
+        );
     }
 
     // Server-side dry run: everything accepted, nothing stored. The namespace is created for
     // real first (a dry-run namespace does not exist for the objects in it).
     kubectl(
         &admin,
-        &["apply", "-f", &deploy.join("common/namespace.yaml").display().to_string()],
+        &[
+            "apply",
+            "-f",
+            &deploy.join("common/namespace.yaml").display().to_string(),
+        ],
         None,
     );
     let mut dry = vec!["apply", "--dry-run=server"];
@@ -320,9 +359,30 @@ fn deploy_story(api: &str) {
     let out = kubectl(&admin, &dry, None);
     assert_eq!(out.matches("(server dry run)").count(), 9, "{out}");
     rt.block_on(async {
-        assert!(get(&sink, "/apis/apps/v1/namespaces/kevents/deployments/kevents-export").await.is_none());
-        assert!(get(&sink, "/apis/rbac.authorization.k8s.io/v1/clusterroles/kevents-export-events").await.is_none());
-        assert!(get(&sink, "/api/v1/namespaces/kevents/serviceaccounts/kevents-export").await.is_none());
+        assert!(
+            get(
+                &sink,
+                "/apis/apps/v1/namespaces/kevents/deployments/kevents-export"
+            )
+            .await
+            .is_none()
+        );
+        assert!(
+            get(
+                &sink,
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/kevents-export-events"
+            )
+            .await
+            .is_none()
+        );
+        assert!(
+            get(
+                &sink,
+                "/api/v1/namespaces/kevents/serviceaccounts/kevents-export"
+            )
+            .await
+            .is_none()
+        );
     });
 
     // For real (no controller-manager runs: the Deployment makes no pods here).
@@ -330,18 +390,29 @@ fn deploy_story(api: &str) {
     real.extend_from_slice(&args);
     kubectl(&admin, &real, None);
     rt.block_on(async {
-        let deployment = get(&sink, "/apis/apps/v1/namespaces/kevents/deployments/kevents-export")
-            .await
-            .expect("the Deployment");
+        let deployment = get(
+            &sink,
+            "/apis/apps/v1/namespaces/kevents/deployments/kevents-export",
+        )
+        .await
+        .expect("the Deployment");
         assert_eq!(deployment["spec"]["replicas"], 2);
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-        let argv: Vec<&str> = container["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+        let argv: Vec<&str> = container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
         assert!(argv.contains(&format!("--api={api}").as_str()), "{argv:?}");
         assert!(argv.contains(&"--leader-elect"), "{argv:?}");
         assert!(argv.contains(&"--identity=$(POD_NAME)"), "{argv:?}");
-        let role = get(&sink, "/apis/rbac.authorization.k8s.io/v1/clusterroles/kevents-export-events")
-            .await
-            .expect("the ClusterRole");
+        let role = get(
+            &sink,
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/kevents-export-events",
+        )
+        .await
+        .expect("the ClusterRole");
         let group = if core { "" } else { "events.k8s.io" };
         assert_eq!(
             role["rules"],
@@ -352,7 +423,14 @@ fn deploy_story(api: &str) {
     // The ServiceAccount's identity: a TokenRequest token, in a kubeconfig of its own.
     let token = kubectl(
         &admin,
-        &["create", "token", "kevents-export", "-n", "kevents", "--duration=1h"],
+        &[
+            "create",
+            "token",
+            "kevents-export",
+            "-n",
+            "kevents",
+            "--duration=1h",
+        ],
         None,
     );
     let token = token.trim();
@@ -388,28 +466,51 @@ fn deploy_story(api: &str) {
         let (pa, pb) = (free_port(), free_port());
         let a = spawn_replica(&sa_kubeconfig, api, &nats_url, "replica-a", pa, &log);
         let b = spawn_replica(&sa_kubeconfig, api, &nats_url, "replica-b", pb, &log);
-        assert!(wait_exported(&nats_url, &[first.as_str()], 30).await, "{}", log_text());
+        assert!(
+            wait_exported(&nats_url, &[first.as_str()], 30).await,
+            "{}",
+            log_text()
+        );
         let second = create_event(&sink, core, "while-leading").await;
-        assert!(wait_exported(&nats_url, &[second.as_str()], 30).await, "{}", log_text());
+        assert!(
+            wait_exported(&nats_url, &[second.as_str()], 30).await,
+            "{}",
+            log_text()
+        );
         let h = holder(&sink).await;
-        assert!(h == "replica-a" || h == "replica-b", "holder {h:?}\n{}", log_text());
+        assert!(
+            h == "replica-a" || h == "replica-b",
+            "holder {h:?}\n{}",
+            log_text()
+        );
         let (leader_port, standby_port) = if h == "replica-a" { (pa, pb) } else { (pb, pa) };
         // The standby serves its metrics: leader 0 and every family the leader serves.
         let leading = metrics(leader_port);
         let standby = metrics(standby_port);
         assert!(leading.contains("\nkevents_export_leader 1\n"), "{leading}");
         assert!(standby.contains("\nkevents_export_leader 0\n"), "{standby}");
-        assert!(standby.contains("\nkevents_export_records_total 0\n"), "{standby}");
+        assert!(
+            standby.contains("\nkevents_export_records_total 0\n"),
+            "{standby}"
+        );
         assert!(
             standby.contains("kevents_export_incomplete_events_total{cause=\"deleted_unread\"} 0"),
             "{standby}"
         );
         let (lf, sf) = (families(&leading), families(&standby));
         assert!(lf.len() >= 12, "{leading}");
-        assert!(lf.is_subset(&sf), "the standby lacks {:?}", lf.difference(&sf).collect::<Vec<_>>());
+        assert!(
+            lf.is_subset(&sf),
+            "the standby lacks {:?}",
+            lf.difference(&sf).collect::<Vec<_>>()
+        );
         for mut child in [a, b] {
             let status = sigterm(&mut child);
-            assert!(status.success(), "export after SIGTERM: {status}\n{}", log_text());
+            assert!(
+                status.success(),
+                "export after SIGTERM: {status}\n{}",
+                log_text()
+            );
         }
         // The holder released the Lease on SIGTERM.
         assert_eq!(holder(&sink).await, "", "{}", log_text());
@@ -417,37 +518,56 @@ fn deploy_story(api: &str) {
     });
 
     // Without update on the Lease: doctor says so, and no replica can lead.
-    let lease_rbac = std::fs::read_to_string(deploy.join("common/lease-rbac.yaml")).expect("lease-rbac.yaml");
+    let lease_rbac =
+        std::fs::read_to_string(deploy.join("common/lease-rbac.yaml")).expect("lease-rbac.yaml");
     let without_update = lease_rbac.replace("verbs: [\"get\", \"update\"]", "verbs: [\"get\"]");
     assert_ne!(without_update, lease_rbac);
     kubectl(&admin, &["apply", "-f", "-"], Some(&without_update));
     let (code, text) = doctor(&sa_kubeconfig, doctor_api);
     assert_eq!(code, Some(4), "{text}");
     assert_eq!(text.matches("DENIED").count(), 1, "{text}");
-    assert!(text.contains("[DENIED] update leases/kevents-export (coordination.k8s.io) in namespace kevents"), "{text}");
+    assert!(
+        text.contains(
+            "[DENIED] update leases/kevents-export (coordination.k8s.io) in namespace kevents"
+        ),
+        "{text}"
+    );
     // Who the identity is: SelfSubjectReview (1.26+); before, a placeholder to fill in.
     if server_minor >= 28 {
         assert!(
-            text.contains("kind: ServiceAccount\n  name: \"kevents-export\"\n  namespace: \"kevents\""),
+            text.contains(
+                "kind: ServiceAccount\n  name: \"kevents-export\"\n  namespace: \"kevents\""
+            ),
             "{text}"
         );
     } else {
         assert!(text.contains("<USER>"), "{text}");
     }
-    assert!(text.contains("resourceNames: [\"kevents-export\"]\n  verbs: [\"get\", \"update\"]"), "{text}");
+    assert!(
+        text.contains("resourceNames: [\"kevents-export\"]\n  verbs: [\"get\", \"update\"]"),
+        "{text}"
+    );
     rt.block_on(async {
         let port = free_port();
         let mut c = spawn_replica(&sa_kubeconfig, api, &nats_url, "replica-c", port, &log);
         let third = create_event(&sink, core, "no-update").await;
-        assert!(!wait_exported(&nats_url, &[third.as_str()], 8).await, "exported without update");
+        assert!(
+            !wait_exported(&nats_url, &[third.as_str()], 8).await,
+            "exported without update"
+        );
         assert_eq!(holder(&sink).await, "", "{}", log_text());
         assert!(metrics(port).contains("\nkevents_export_leader 0\n"));
-        drop(sigterm(&mut c));
-        assert!(log_text().contains("not allowed to update leases"), "{}", log_text());
+        let _ = sigterm(&mut c);
+        assert!(
+            log_text().contains("not allowed to update leases"),
+            "{}",
+            log_text()
+        );
 
-        // Lease back; without watch on events: the list is read, nothing after it.
+        // Lease back; without watch on events: nothing new is exported.
         kubectl(&admin, &["apply", "-f", "-"], Some(&lease_rbac));
-        let rbac = std::fs::read_to_string(deploy.join(api_dir).join("rbac.yaml")).expect("rbac.yaml");
+        let rbac =
+            std::fs::read_to_string(deploy.join(api_dir).join("rbac.yaml")).expect("rbac.yaml");
         let without_watch = rbac.replace("verbs: [\"list\", \"watch\"]", "verbs: [\"list\"]");
         assert_ne!(without_watch, rbac);
         kubectl(&admin, &["apply", "-f", "-"], Some(&without_watch));
@@ -456,15 +576,47 @@ fn deploy_story(api: &str) {
         assert_eq!(text.matches("DENIED").count(), 1, "{text}");
         assert!(text.contains("[DENIED] watch events"), "{text}");
         assert!(text.contains("kind: ClusterRole\n"), "{text}");
-        let mut d = spawn_replica(&sa_kubeconfig, api, &nats_url, "replica-d", free_port(), &log);
-        // It leads, and its list exports what the standby could not.
-        assert!(wait_exported(&nats_url, &[third.as_str()], 30).await, "{}", log_text());
-        assert_eq!(holder(&sink).await, "replica-d");
+        let mut d = spawn_replica(
+            &sa_kubeconfig,
+            api,
+            &nats_url,
+            "replica-d",
+            free_port(),
+            &log,
+        );
+        // It leads; it continues from the stream's resume point with a watch, which is
+        // refused: nothing since is exported.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while holder(&sink).await != "replica-d" {
+            assert!(
+                Instant::now() < deadline,
+                "replica-d did not lead\n{}",
+                log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
         let fourth = create_event(&sink, core, "no-watch").await;
-        assert!(!wait_exported(&nats_url, &[fourth.as_str()], 8).await, "exported without watch");
-        // The rule back: the watch (retried) exports it.
+        let missing = [third.as_str(), fourth.as_str()];
+        assert!(
+            !wait_exported(&nats_url, &missing[..1], 8).await,
+            "exported without watch"
+        );
+        assert!(
+            !wait_exported(&nats_url, &missing[1..], 1).await,
+            "exported without watch"
+        );
+        assert!(
+            log_text().contains("cannot watch resource \"events\""),
+            "{}",
+            log_text()
+        );
+        // The rule back: the watch (retried every 10 s) exports both.
         kubectl(&admin, &["apply", "-f", "-"], Some(&rbac));
-        assert!(wait_exported(&nats_url, &[fourth.as_str()], 40).await, "{}", log_text());
+        assert!(
+            wait_exported(&nats_url, &missing, 40).await,
+            "{}",
+            log_text()
+        );
         let status = sigterm(&mut d);
         assert!(status.success(), "{status}");
         // Exactly one record per event (each created with count 1), none twice.
@@ -475,7 +627,10 @@ fn deploy_story(api: &str) {
             .filter(|r| [&first, &second, &third, &fourth].contains(&&r.uid))
             .collect();
         assert_eq!(ours.len(), 4, "{ours:?}");
-        assert!(ours.iter().all(|r| r.count == 1 && r.delta == 1), "{ours:?}");
+        assert!(
+            ours.iter().all(|r| r.count == 1 && r.delta == 1),
+            "{ours:?}"
+        );
     });
 }
 
@@ -499,7 +654,8 @@ fn every_export_metric_is_registered_at_start() {
     let registered =
         std::fs::read_to_string(root.join("src/export_metrics.rs")).expect("export_metrics.rs");
     let mut sources = vec![root.join("src/export_cmd.rs")];
-    for entry in std::fs::read_dir(root.join("../kevents-export/src")).expect("kevents-export/src") {
+    for entry in std::fs::read_dir(root.join("../kevents-export/src")).expect("kevents-export/src")
+    {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "rs") {
             sources.push(path);
