@@ -266,13 +266,10 @@ async fn export(args: &DoctorArgs, sink: &HttpSink, header: String) -> anyhow::R
             .leader_elect
             .then(|| (args.lease_namespace.clone(), args.lease_name.clone())),
     };
-    let mut checks = doctor_export::checks(&plan);
+    let mut checks = doctor_export::plan_checks(&plan);
     let requests = sink.requests();
-    match actix_rt::time::timeout(
-        REVIEWS_DEADLINE,
-        doctor_export::review(&requests, &mut checks),
-    )
-    .await
+    match actix_rt::time::timeout(REVIEWS_DEADLINE, doctor_export::ask(&requests, &mut checks))
+        .await
     {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
@@ -290,7 +287,7 @@ async fn export(args: &DoctorArgs, sink: &HttpSink, header: String) -> anyhow::R
             .into());
         }
     }
-    let text = format!("{header}\n{}", doctor_export::report(&checks));
+    let text = format!("{header}\n{}", doctor_export::report_lines(&checks));
     let denied = checks.iter().filter(|c| !c.allowed).count();
     let fix = if denied == 0 {
         None

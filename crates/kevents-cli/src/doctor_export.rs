@@ -91,7 +91,7 @@ impl Check {
 }
 
 /// The questions the plan asks, in order.
-pub fn checks(plan: &ExportPlan) -> Vec<Check> {
+pub fn plan_checks(plan: &ExportPlan) -> Vec<Check> {
     let mut out = Vec::new();
     let scopes: Vec<&str> = if plan.namespaces.is_empty() {
         vec![""]
@@ -132,10 +132,7 @@ pub fn checks(plan: &ExportPlan) -> Vec<Check> {
 }
 
 /// Asks each check's question; an error is the request's or the answer's.
-pub async fn review<T: Transport>(
-    requests: &Client<T>,
-    checks: &mut [Check],
-) -> Result<(), String> {
+pub async fn ask<T: Transport>(requests: &Client<T>, checks: &mut [Check]) -> Result<(), String> {
     for c in checks.iter_mut() {
         let mut attributes = json!({
             "verb": c.verb, "group": c.group, "resource": c.resource, "namespace": c.namespace,
@@ -168,7 +165,7 @@ pub async fn review<T: Transport>(
 }
 
 /// The report: one line per check.
-pub fn report(checks: &[Check]) -> String {
+pub fn report_lines(checks: &[Check]) -> String {
     let mut out = String::from("kevents export's permissions:\n");
     for c in checks {
         out.push_str(&c.line());
@@ -293,7 +290,7 @@ mod tests {
 
     #[test]
     fn the_questions_follow_the_plan() {
-        let c = checks(&plan(&[], true));
+        let c = plan_checks(&plan(&[], true));
         let asked: Vec<String> = c
             .iter()
             .map(|c| {
@@ -313,13 +310,13 @@ mod tests {
                 "update coordination.k8s.io/leases \"kevents\" Some(\"kevents-export\")",
             ]
         );
-        assert_eq!(checks(&plan(&["a", "b"], false)).len(), 4);
+        assert_eq!(plan_checks(&plan(&["a", "b"], false)).len(), 4);
     }
 
     #[test]
     fn only_denied_resources_get_manifests() {
         let p = plan(&[], true);
-        let mut c = checks(&p);
+        let mut c = plan_checks(&p);
         let sa = Subject::User("u".into());
         c.iter_mut().for_each(|c| c.allowed = true);
         assert!(manifests(&p, &c, &sa).is_none());
@@ -336,7 +333,7 @@ mod tests {
         );
         let mut nsp = plan(&["a", "b"], false);
         nsp.groups = vec!["events.k8s.io"];
-        let mut c = checks(&nsp);
+        let mut c = plan_checks(&nsp);
         c.iter_mut().for_each(|c| c.allowed = c.namespace == "a");
         let yaml = manifests(&nsp, &c, &sa).unwrap_or_default();
         assert!(yaml.contains("namespace: \"b\""), "{yaml}");
