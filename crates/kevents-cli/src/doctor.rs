@@ -14,7 +14,7 @@ use kevents_core::preflight::{ApiChoice, EventsApi, PreflightPlan};
 use kevents_http::HttpSink;
 
 use crate::cluster::{self, Failure, FailureKind};
-use crate::doctor_rbac;
+use crate::{doctor_export, doctor_rbac};
 
 /// How long doctor waits for all its access reviews together (and, apart, for the question
 /// of who the identity is): a server that does not answer within it is exit code 3.
@@ -54,6 +54,15 @@ pub enum Output {
     Yaml,
 }
 
+/// Whose permissions doctor checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum For {
+    /// A recorder's: create and patch events (the preflight).
+    Writer,
+    /// `kevents export`'s: list and watch events, and the Lease with `--leader-elect`.
+    Export,
+}
+
 /// Where the events cluster-scoped objects go with events.k8s.io/v1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClusterNamespace {
@@ -72,9 +81,24 @@ pub struct DoctorArgs {
     /// Its context (default: the current context).
     #[arg(long)]
     pub context: Option<String>,
+    /// Whose permissions: a recorder's (`writer`) or `kevents export`'s (`export`: list and
+    /// watch events with the API of `--api`, `core` or `events-v1` (`auto` is the export's
+    /// default, core), and the Lease with `--leader-elect`).
+    #[arg(long = "for", value_enum, default_value_t = For::Writer)]
+    pub for_: For,
     /// A namespace events will be written to (repeatable; default: the context's namespace).
+    /// With `--for export`: a namespace the export watches (default: the whole cluster).
     #[arg(long = "namespace", short = 'n')]
     pub namespaces: Vec<String>,
+    /// With `--for export`: the export runs with `--leader-elect` (check the Lease too).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// With `--for export --leader-elect`: the Lease's namespace (as `kevents export`'s).
+    #[arg(long, default_value = "default", requires = "leader_elect")]
+    pub lease_namespace: String,
+    /// With `--for export --leader-elect`: the Lease's name (as `kevents export`'s).
+    #[arg(long, default_value = "kevents-export", requires = "leader_elect")]
+    pub lease_name: String,
     /// The event API the recorder will use.
     #[arg(long, value_enum, default_value_t = Api::Auto)]
     pub api: Api,
@@ -112,9 +136,23 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
     for ns in &args.namespaces {
         cluster::validate_namespace(ns)?;
     }
+    if args.leader_elect && args.for_ != For::Export {
+        return Err(Failure::new(FailureKind::Config, "--leader-elect needs --for export").into());
+    }
+    if args.for_ == For::Export {
+        cluster::validate_namespace(&args.lease_namespace)?;
+    }
     let config = cluster::cluster_config(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     let version = cluster::probe_server(&config).await?;
     let sink = HttpSink::new(config).map_err(|e| Failure::new(FailureKind::Config, e))?;
+    if args.for_ == For::Export {
+        let header = format!(
+            "kevents doctor --for export: {} (kube-apiserver {})",
+            cluster::one_line(sink.base_url().as_ref()),
+            cluster::one_line(&version.git_version),
+        );
+        return export(&args, &sink, header).await;
+    }
     let mut namespaces = args.namespaces.clone();
     if namespaces.is_empty() {
         namespaces.push(sink.default_namespace().to_owned());
@@ -210,6 +248,84 @@ async fn run_async(args: DoctorArgs) -> anyhow::Result<()> {
             "events would be lost: {} problem{} found (listed above)",
             report.problems.len(),
             if report.problems.len() == 1 { "" } else { "s" }
+        ),
+    )
+    .into())
+}
+
+/// `--for export`: the export's permissions, and the manifests granting what is denied.
+async fn export(args: &DoctorArgs, sink: &HttpSink, header: String) -> anyhow::Result<()> {
+    let plan = doctor_export::ExportPlan {
+        groups: match args.api {
+            Api::Auto | Api::Core => vec![""],
+            Api::EventsV1 => vec!["events.k8s.io"],
+            Api::Both => vec!["", "events.k8s.io"],
+        },
+        namespaces: args.namespaces.clone(),
+        lease: args
+            .leader_elect
+            .then(|| (args.lease_namespace.clone(), args.lease_name.clone())),
+    };
+    let mut checks = doctor_export::plan_checks(&plan);
+    let requests = sink.requests();
+    match actix_rt::time::timeout(REVIEWS_DEADLINE, doctor_export::ask(&requests, &mut checks))
+        .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(Failure::new(FailureKind::Unreachable, cluster::redact(&e)).into());
+        }
+        Err(_) => {
+            return Err(Failure::new(
+                FailureKind::Unreachable,
+                format!(
+                    "the apiserver did not answer the access reviews within {} s \
+                     (SelfSubjectAccessReview): nothing is known about the permissions",
+                    REVIEWS_DEADLINE.as_secs()
+                ),
+            )
+            .into());
+        }
+    }
+    let text = format!("{header}\n{}", doctor_export::report_lines(&checks));
+    let denied = checks.iter().filter(|c| !c.allowed).count();
+    let fix = if denied == 0 {
+        None
+    } else {
+        let subject = actix_rt::time::timeout(REVIEWS_DEADLINE, doctor_rbac::who_am_i(&requests))
+            .await
+            .unwrap_or_else(|_| {
+                doctor_rbac::Subject::Unknown(format!(
+                    "SelfSubjectReview did not answer within {} s",
+                    REVIEWS_DEADLINE.as_secs()
+                ))
+            });
+        doctor_export::manifests(&plan, &checks, &subject)
+    };
+    match args.output {
+        Output::Text => {
+            let mut out = std::io::stdout().lock();
+            write!(out, "{}", cluster::redact(&text))?;
+            if let Some(fix) = &fix {
+                writeln!(out, "To grant it (kubectl apply -f -, or deploy/):")?;
+                write!(out, "{}", cluster::redact(fix))?;
+            }
+        }
+        Output::Yaml => {
+            eprint!("{}", cluster::redact(&text));
+            if let Some(fix) = &fix {
+                print!("{}", cluster::redact(fix));
+            }
+        }
+    }
+    if denied == 0 {
+        return Ok(());
+    }
+    Err(Failure::new(
+        FailureKind::NotWritten,
+        format!(
+            "the export would fail: {denied} permission{} denied (listed above)",
+            if denied == 1 { "" } else { "s" }
         ),
     )
     .into())

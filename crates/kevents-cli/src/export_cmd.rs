@@ -158,6 +158,8 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
             .build()
             .with_context(|| format!("serving metrics on {addr}"))?;
         metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+        // Every family from the start, at zero: a standby's /metrics is not empty.
+        crate::export_metrics::register(!args.leader_elect);
         tokio::spawn(async move {
             if let Err(e) = exporter.await {
                 tracing::warn!("the metrics listener ended: {e:?}");
