@@ -15,6 +15,7 @@ mod demo;
 mod doctor;
 mod doctor_rbac;
 mod export_cmd;
+mod history_cmd;
 mod nats_conn;
 mod replay_cmd;
 mod sanitize;
@@ -62,6 +63,10 @@ enum Command {
     /// Watch the cluster's events and export every occurrence exactly once into NATS
     /// JetStream (resumable after a restart; SIGTERM ends it cleanly).
     Export(Box<export_cmd::ExportArgs>),
+    /// Read the exported history back (the stream `export` writes), like `kubectl events`:
+    /// a window's events with their occurrences in it, filtered by namespace, object and
+    /// reason; `--follow` tails the stream.
+    History(Box<history_cmd::HistoryArgs>),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
     /// Run a benchmark workload and print one JSON object per run.
@@ -152,6 +157,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Export(args) => export_cmd::run(*args),
+        Command::History(args) => history_cmd::run(*args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),

@@ -8,7 +8,8 @@
 //! Source layout: `record.rs` ([`ExportRecord`], [`Api`]), `store.rs` (the sink and store
 //! traits, [`MemoryResume`]), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
 //! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas),
-//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `error.rs`.
+//! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `history.rs` (reading the
+//! history back: [`history::read_window`], [`history::HistoryReader`]), `error.rs`.
 //!
 //! ```
 //! let r = kevents_export::ExportRecord { uid: "u".into(), count: 5, delta: 2, ..Default::default() };
@@ -17,6 +18,7 @@
 
 mod actor;
 mod error;
+pub mod history;
 pub mod jetstream;
 mod record;
 mod run;
