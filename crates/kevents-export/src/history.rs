@@ -6,8 +6,10 @@
 //! window is found by a binary search over the stream's sequences (about 20 reads of one
 //! message each, [`HistoryQuery::lag`] says why it is exact); from there an ordered pull
 //! consumer (ephemeral, in memory on the server, batches of 500) reads forward, with the
-//! subject filter `{prefix}.{namespace}.*` when a namespace is given (`{prefix}.*.*`
-//! otherwise: the fence's markers, `{prefix}._fence`, are never read). A record that cannot
+//! subject filter `{prefix}.{namespace}.*` when a namespace is given, none otherwise:
+//! nats-server 2.9 took 0.35 s to create a consumer filtered by `{prefix}.*.*` (0.24 s by
+//! `{prefix}.>`) on a stream of 100 000 records, under 1 ms unfiltered and 5 ms filtered by
+//! one namespace. The fence's markers (`{prefix}._fence`) are skipped by their subject. A record that cannot
 //! be about the object of `--for` is skipped before it is decoded. A window's table keeps
 //! one entry per event ([`HistoryTable`], at most [`HistoryQuery::max_events`]); following
 //! keeps nothing.
@@ -130,9 +132,9 @@ impl ObjectFilter {
 /// ```
 /// use kevents_export::history::HistoryQuery;
 /// let q = HistoryQuery::new("export", kevents_core::Time::from_unix_secs(1_700_000_000));
-/// assert_eq!(q.filter_subject(), "export.*.*");
+/// assert_eq!(q.filter_subject(), None);
 /// let q = HistoryQuery { namespace: Some("web".into()), ..q };
-/// assert_eq!(q.filter_subject(), "export.web.*");
+/// assert_eq!(q.filter_subject().as_deref(), Some("export.web.*"));
 /// ```
 #[derive(Debug, Clone)]
 pub struct HistoryQuery {
@@ -179,13 +181,13 @@ impl HistoryQuery {
         }
     }
 
-    /// The consumer's subject filter: `{prefix}.{namespace}.*`, or `{prefix}.*.*`.
-    pub fn filter_subject(&self) -> String {
-        format!(
-            "{}.{}.*",
-            self.subject_prefix,
-            self.namespace.as_deref().unwrap_or("*")
-        )
+    /// The consumer's subject filter: `{prefix}.{namespace}.*` with a namespace; none
+    /// without (the stream holds only `{prefix}.>`; a filter such as `{prefix}.*.*` made
+    /// nats-server count a large stream's pending messages subject by subject).
+    pub fn filter_subject(&self) -> Option<String> {
+        self.namespace
+            .as_ref()
+            .map(|ns| format!("{}.{ns}.*", self.subject_prefix))
     }
 
     /// Whether `record` passes the filters (namespace, object, reason; not the window).
@@ -290,6 +292,7 @@ pub struct HistoryReader {
     needle: Option<Vec<u8>>,
     skipped: u64,
     first: u64,
+    fence_subject: String,
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -323,7 +326,7 @@ impl HistoryReader {
         };
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: query.filter_subject(),
+                filter_subject: query.filter_subject().unwrap_or_default(),
                 deliver_policy: consumer::DeliverPolicy::ByStartSequence {
                     start_sequence: start.max(1),
                 },
@@ -338,6 +341,7 @@ impl HistoryReader {
             .object
             .as_ref()
             .and_then(|o| serde_json::to_vec(&o.name).ok());
+        let fence_subject = format!("{}._fence", query.subject_prefix);
         Ok(HistoryReader {
             query,
             follow,
@@ -348,6 +352,7 @@ impl HistoryReader {
             needle,
             skipped: 0,
             first: start,
+            fence_subject,
         })
     }
 
@@ -396,6 +401,10 @@ impl HistoryReader {
                 if seq >= self.end || pending == 0 {
                     self.state = State::Say;
                 }
+            }
+            // The fence's term markers are not records.
+            if m.subject.as_str() == self.fence_subject {
+                continue;
             }
             if let Some(item) = self.select(&m.payload, seq, stored) {
                 return Ok(Some(HistoryRead::Record(item)));
