@@ -58,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let at = Time::from_unix_nanos(
             start.unix_nanos() + (span_ns as i128 * j as i128 / records as i128) as i64,
         );
-        let e = if rng % 100 == 0 {
+        let e = if rng.is_multiple_of(100) {
             (rng >> 8) % 2
         } else {
             2 + (rng >> 8) % events

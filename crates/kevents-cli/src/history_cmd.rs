@@ -174,11 +174,9 @@ async fn run_async(args: HistoryArgs) -> anyhow::Result<()> {
     let printer = Printer::new(args.output, args.namespace.is_none());
     let mut out = std::io::stdout().lock();
     let mut table = HistoryTable::new(query.max_events);
-    loop {
-        match reader.next().await.map_err(failure)? {
-            Some(HistoryRead::Record(item)) => table.add(item).map_err(failure)?,
-            Some(HistoryRead::CaughtUp) | None => break,
-        }
+    // The window, up to the end of the stream as it was when the command began.
+    while let Some(HistoryRead::Record(item)) = reader.next().await.map_err(failure)? {
+        table.add(*item).map_err(failure)?;
     }
     let events = table.into_events();
     let header = !events.is_empty() || args.follow;
@@ -249,11 +247,7 @@ impl Printer {
         if self.all_namespaces || self.output == Output::Wide {
             r.push(sanitize::cell(&e.namespace, 63));
         }
-        let object = format!(
-            "{}/{}",
-            e.regarding.kind.to_lowercase(),
-            e.regarding.name
-        );
+        let object = format!("{}/{}", e.regarding.kind.to_lowercase(), e.regarding.name);
         r.extend([
             age(e.last_seen),
             sanitize::cell(&e.type_, MAX_TYPE),
@@ -365,7 +359,16 @@ mod tests {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        for bad in ["", "0s", "h", "5", "5x", "-1h", "1.5h", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "0s",
+            "h",
+            "5",
+            "5x",
+            "-1h",
+            "1.5h",
+            "99999999999999999999d",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }
@@ -403,14 +406,20 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("LAST SEEN   TYPE"), "{text}");
         assert!(lines[1].starts_with("5m "), "{text}");
-        assert!(lines[1].contains("pod/web-1") && lines[1].contains(" 7 "), "{text}");
+        assert!(
+            lines[1].contains("pod/web-1") && lines[1].contains(" 7 "),
+            "{text}"
+        );
         assert!(!text.contains('\x1b'), "{text:?}");
         let mut out = Vec::new();
         Printer::new(Output::Wide, true)
             .print(&mut out, std::slice::from_ref(&e), now, None, true)
             .unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("kubelet, node-1") && text.contains(" 40 "), "{text}");
+        assert!(
+            text.contains("kubelet, node-1") && text.contains(" 40 "),
+            "{text}"
+        );
         assert!(text.contains("65m"), "{text}");
     }
 }

@@ -78,8 +78,14 @@ impl Writer {
                 json!({"series": {"count": count, "lastObservedTime": now(true)}}),
             )
         };
-        kevents_testkit::send_json(&self.sink, Method::Patch, path, STRATEGIC_MERGE_PATCH, &body)
-            .await;
+        kevents_testkit::send_json(
+            &self.sink,
+            Method::Patch,
+            path,
+            STRATEGIC_MERGE_PATCH,
+            &body,
+        )
+        .await;
         self.counts.insert(key, count);
     }
 
@@ -170,7 +176,14 @@ fn history_json(nats: &str, extra: &[&str]) -> HashMap<String, Value> {
     let mut events = HashMap::new();
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).expect("a JSON line");
-        for field in ["uid", "namespace", "regarding", "reason", "count", "occurrences"] {
+        for field in [
+            "uid",
+            "namespace",
+            "regarding",
+            "reason",
+            "count",
+            "occurrences",
+        ] {
             assert!(v.get(field).is_some(), "{field} missing from {line}");
         }
         let uid = v["uid"].as_str().expect("uid").to_owned();
@@ -353,7 +366,13 @@ fn usage_errors_exit_2_before_connecting() {
             "--to",
             "2026-01-01T00:00:00Z",
         ],
-        vec!["--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--follow"],
+        vec![
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-01-02T00:00:00Z",
+            "--follow",
+        ],
         vec!["--for", "pod"],
         vec!["--for", "pod/"],
         vec!["-n", "Not_A_Namespace"],
@@ -380,7 +399,9 @@ fn an_unreachable_nats_exits_3_as_export_does() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(
-        stderr.contains(&format!("cannot connect to NATS at nats://127.0.0.1:{port}")),
+        stderr.contains(&format!(
+            "cannot connect to NATS at nats://127.0.0.1:{port}"
+        )),
         "{stderr}"
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");

@@ -98,7 +98,11 @@ impl ObjectFilter {
         let (kind, name) = s.split_once('/').ok_or_else(|| {
             ExportError::Config(format!("{s:?} is not KIND/NAME (e.g. pod/web-1)"))
         })?;
-        let kind = kind.split('.').next().unwrap_or_default().to_ascii_lowercase();
+        let kind = kind
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         if kind.is_empty() || name.is_empty() || name.contains('/') {
             return Err(ExportError::Config(format!(
                 "{s:?} is not KIND/NAME (e.g. pod/web-1)"
@@ -263,7 +267,7 @@ pub struct HistoryItem {
 #[derive(Debug, Clone)]
 pub enum HistoryRead {
     /// A record in the window that passes the filters.
-    Record(HistoryItem),
+    Record(Box<HistoryItem>),
     /// Every record the stream held when the reader was opened has been read (once; when
     /// not following, the end).
     CaughtUp,
@@ -407,14 +411,16 @@ impl HistoryReader {
                 continue;
             }
             if let Some(item) = self.select(&m.payload, seq, stored) {
-                return Ok(Some(HistoryRead::Record(item)));
+                return Ok(Some(HistoryRead::Record(Box::new(item))));
             }
         }
     }
 
     fn select(&mut self, payload: &[u8], sequence: u64, stored: Time) -> Option<HistoryItem> {
         if let Some(needle) = &self.needle
-            && !payload.windows(needle.len()).any(|w| w == needle.as_slice())
+            && !payload
+                .windows(needle.len())
+                .any(|w| w == needle.as_slice())
         {
             return None;
         }
@@ -644,7 +650,7 @@ pub async fn read_window(
     let mut reader = HistoryReader::open(context, query.clone(), false).await?;
     while let Some(read) = reader.next().await? {
         if let HistoryRead::Record(item) = read {
-            table.add(item)?;
+            table.add(*item)?;
         }
     }
     Ok(table.into_events())
@@ -687,14 +693,21 @@ mod tests {
             assert!(ObjectFilter::parse(given).unwrap().matches(&pod), "{given}");
         }
         for given in ["pod/web-2", "node/web-1", "pod/web"] {
-            assert!(!ObjectFilter::parse(given).unwrap().matches(&pod), "{given}");
+            assert!(
+                !ObjectFilter::parse(given).unwrap().matches(&pod),
+                "{given}"
+            );
         }
         let ingress = Regarding {
             kind: "Ingress".into(),
             name: "i".into(),
             ..Default::default()
         };
-        assert!(ObjectFilter::parse("ingresses/i").unwrap().matches(&ingress));
+        assert!(
+            ObjectFilter::parse("ingresses/i")
+                .unwrap()
+                .matches(&ingress)
+        );
         assert!(
             ObjectFilter::parse("ingress.networking.k8s.io/i")
                 .unwrap()
