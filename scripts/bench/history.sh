@@ -31,7 +31,7 @@ dir=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$nats_server" -js -sd "$dir/store" -a 127.0.0.1 -p "$port" >"$dir/nats.log" 2>&1 &
 nats_pid=$!
-trap 'kill "$nats_pid" 2>/dev/null; wait "$nats_pid" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill "$nats_pid" 2>/dev/null || true; wait "$nats_pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
 url="nats://127.0.0.1:$port"
 for _ in $(seq 50); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
