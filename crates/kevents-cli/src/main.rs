@@ -19,6 +19,7 @@ mod export_cmd;
 mod export_feed;
 mod export_metrics;
 mod export_sinks;
+mod history_cmd;
 mod nats_conn;
 mod replay_cmd;
 mod sanitize;
@@ -67,6 +68,10 @@ enum Command {
     /// JetStream, OTLP logs (`--otlp`) or a webhook (`--webhook`) (resumable after a restart;
     /// SIGTERM ends it cleanly).
     Export(Box<export_cmd::ExportArgs>),
+    /// Read the exported history back (the stream `export` writes), like `kubectl events`:
+    /// a window's events with their occurrences in it, filtered by namespace, object and
+    /// reason; `--follow` tails the stream.
+    History(Box<history_cmd::HistoryArgs>),
     /// Read a trace (JSON Lines) on stdin and print the correlator's decision for every line.
     Replay(replay_cmd::ReplayArgs),
     /// Run a benchmark workload and print one JSON object per run.
@@ -173,6 +178,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Export(args) => export_cmd::run(*args),
+        Command::History(args) => history_cmd::run(*args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Bench(BenchCommand::Correlator(args)) => bench_correlator::run(args),
         Command::Bench(BenchCommand::Pipeline(args)) => bench_pipeline::run(args),

@@ -35,6 +35,9 @@ pub enum ExportError {
     /// was deleted, or reconfigured so that it would drop records).
     #[error("the history store: {0}")]
     Store(String),
+    /// Reading the history back ([`crate::history`]) failed: the stream could not be read.
+    #[error("reading the history: {0}")]
+    Read(String),
 }
 
 impl ExportError {

@@ -11,7 +11,8 @@
 //! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `otlp.rs` ([`Otlp`], OTLP logs),
 //! `http_out.rs` ([`HttpOptions`]: the HTTP sinks' headers and TLS), `configmap.rs`
 //! ([`ConfigMapResume`], a resume point in a ConfigMap), `feed.rs` ([`feed`]: an HTTP sink
-//! fed from the stream), `error.rs`, `__private.rs` (the per-record steps for the
+//! fed from the stream), `history.rs` (reading the history back:
+//! [`history::read_window`], [`history::HistoryReader`]), `error.rs`, `__private.rs` (the per-record steps for the
 //! instruction-count guard; not public API).
 //!
 //! ```
@@ -25,6 +26,7 @@ mod actor;
 mod configmap;
 mod error;
 mod feed;
+pub mod history;
 mod http_out;
 pub mod jetstream;
 mod otlp;
