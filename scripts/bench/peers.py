@@ -209,12 +209,11 @@ def kevents_keys(nats_url, stream):
     return asyncio.run(read())
 
 
-def score(records, written, stored, down_windows, created_before):
+def score(records, written, stored, down_windows):
     """Compare an exporter's records with the writer's log.
 
     records: [(uid, count, delta)]; written: {(uid, count): t}; stored: {uid: final count};
-    down_windows: [(t0, t1)] when this exporter could not see writes (kill .. restart+grace);
-    created_before: uids whose creation happened before the exporter's first start."""
+    down_windows: [(t0, t1)] when this exporter could not see writes (kill .. restart+grace)."""
     covered = {}
     dups = 0
     for uid, count, delta in records:
@@ -450,7 +449,7 @@ def run(a, api, procs, allp):
         # Output a peer buffered when it was killed (the file exporter flushes every second)
         # counts in the restart too: the window opens 2 s before the kill.
         windows = [(killed[name] - 2.0, restarted[name] + grace)] if name in killed else []
-        r = score(recs, written, stored, windows, set())
+        r = score(recs, written, stored, windows)
         r["peak_rss_mib"] = round(max(p.hwm_kib for p in ps) / 1024.0, 1)
         r["cpu_s"] = round(sum(p.cpu for p in ps), 2)
         r["processes"] = len(ps)
