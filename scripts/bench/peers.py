@@ -261,6 +261,10 @@ def main():
     ap.add_argument("--settle", type=float, default=15.0)
     ap.add_argument("--ha", action="store_true", help="also two leader-elected kevents replicas; the leader is killed")
     a = ap.parse_args()
+    if a.ha and a.duration + a.settle < a.kill_at + 20:
+        # The standby takes the Lease a lease duration (15 s) after the leader's last renewal.
+        print("warning: --ha needs duration + settle >= kill-at + 20 s, or the standby has not "
+              "taken over when the stream is read (its records count as lost)", file=sys.stderr)
 
     env = {}
     with open(a.env) as f:
