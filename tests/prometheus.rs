@@ -145,7 +145,14 @@ fn scrape(addr: SocketAddr) -> String {
 fn documented() -> BTreeMap<String, String> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md"))
         .expect("docs/metrics.md");
-    doc.lines()
+    // The pipeline's metrics: the export's (`kevents export`, its own section) are served by
+    // the CLI, not by the pipeline.
+    let pipeline = doc
+        .split("\n## The export's metrics")
+        .next()
+        .unwrap_or_default();
+    pipeline
+        .lines()
         .filter(|l| l.starts_with("| `kevents_"))
         .map(|l| {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
