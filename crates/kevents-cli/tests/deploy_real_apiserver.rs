@@ -7,15 +7,17 @@
 //! without `watch` on events no new occurrence is exported (until the rule is back), and
 //! `kevents doctor --for export` names exactly what is missing and the rule to grant.
 
+mod common;
+
+use common::{free_port, read_stream};
 use std::collections::HashSet;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kevents_core::request::{APPLICATION_JSON, Method};
-use kevents_export::{ExportRecord, JetStream, JetStreamConfig};
+use kevents_export::ExportRecord;
 use kevents_http::{HttpConfig, HttpSink};
 use kevents_testkit::nats::NatsServer;
 use serde_json::{Value, json};
@@ -145,18 +147,6 @@ async fn create_event(sink: &HttpSink, core: bool, name: &str) -> String {
     stored["metadata"]["uid"].as_str().expect("uid").to_owned()
 }
 
-async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
-    let client = kevents_export::async_nats::connect(nats)
-        .await
-        .expect("NATS");
-    let js = JetStream::open(client, JetStreamConfig::new("export"))
-        .await
-        .expect("stream");
-    kevents_export::jetstream::read_all(js.context(), "export")
-        .await
-        .expect("reading the stream")
-}
-
 /// Waits up to `secs` for a record of every uid in `uids` in the stream.
 async fn wait_exported(nats: &str, uids: &[&str], secs: u64) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -174,13 +164,6 @@ async fn wait_exported(nats: &str, uids: &[&str], secs: u64) -> bool {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// `GET /metrics` of an exporter's listener (the body), waiting for it to listen.

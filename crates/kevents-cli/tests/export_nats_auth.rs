@@ -6,8 +6,10 @@
 //! there) and its `/metrics` hold no secret. Refusals (a wrong password, no credentials,
 //! `tls://` on a plain server) exit 3 with one line saying which, without the secret.
 
+mod common;
+
+use common::free_port;
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,13 +22,6 @@ use kevents_http::{HttpConfig, HttpSink};
 use kevents_testkit::nats::NatsServer;
 use kevents_testkit::nats_auth;
 use serde_json::json;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 /// `GET /metrics` of the exporter (empty if it does not answer).
 fn metrics(port: u16) -> String {

@@ -7,6 +7,9 @@
 //! count and no `(uid, count)` appears twice. And a forced 410 Gone (a resume point older than
 //! the apiserver's history) relists without loss or duplicate.
 
+mod common;
+
+use common::read_stream;
 use std::collections::{HashMap, HashSet};
 use std::net::TcpListener;
 use std::path::Path;
@@ -226,18 +229,6 @@ fn spawn_export_with(
         .stderr(log)
         .spawn()
         .expect("running kevents export")
-}
-
-async fn read_stream(nats: &str) -> Vec<(String, ExportRecord)> {
-    let client = kevents_export::async_nats::connect(nats)
-        .await
-        .expect("NATS");
-    let js = JetStream::open(client, JetStreamConfig::new("export"))
-        .await
-        .expect("stream");
-    kevents_export::jetstream::read_all(js.context(), "export")
-        .await
-        .expect("reading the stream")
 }
 
 /// A `--leader-elect` replica competing for Lease `default/{lease}` with the tests' short
