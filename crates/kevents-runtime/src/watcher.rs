@@ -424,6 +424,13 @@ impl<T: StreamTransport> Watcher<T> {
                         if !*seen && lasted < short {
                             return self.failed(WatchError::ShortWatch(lasted));
                         }
+                        // A watch that ran until the server ended it is a success, and its
+                        // resourceVersion was good: a 410 to the next one (a quiet scope
+                        // whose version the server compacted away since, events having no
+                        // watch cache and so no bookmarks by default) is the ordinary expiry,
+                        // a relist at once, not a failure of the list just read.
+                        self.fresh_list = false;
+                        self.backoff.reset();
                         self.state = State::Due {
                             at: Instant::now(),
                             then: Then::Watch,

@@ -28,6 +28,10 @@ impl ChunkSource for Chunks {
             if hang {
                 std::future::pending::<()>().await;
             }
+            // An empty chunk: the server says nothing for a minute (its timeoutSeconds).
+            if next.as_ref().is_some_and(Vec::is_empty) {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
             Ok(next)
         })
     }
@@ -438,4 +442,25 @@ async fn a_first_list_whose_first_page_fails_is_still_the_first() {
     let (_, others) = read_list(&mut w).await;
     assert_eq!(others[0], WatchEvent::ListStart { relist: false });
     assert_eq!(others[2], WatchEvent::ListStart { relist: false });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_scope_whose_version_expired_relists_at_once_without_a_failure() {
+    let fake = Fake::default();
+    fake.list("10", "", &["x"]);
+    // The first watch from the list's "10" runs to its timeout without a line (a quiet
+    // scope: no bookmarks without the watch cache); by the next one, "10" was compacted.
+    fake.0
+        .lock()
+        .unwrap()
+        .watches
+        .push_back((200, vec![Vec::new()]));
+    fake.watch(200, &[json!({"type": "ERROR", "object": {"code": 410}})]);
+    fake.list("40", "", &["x"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    read_list(&mut w).await;
+    assert_eq!(w.next().await, WatchEvent::Restarted);
+    let before = Instant::now();
+    assert_eq!(w.next().await, WatchEvent::ListStart { relist: true });
+    assert_eq!(before.elapsed(), Duration::ZERO, "no pause");
 }
