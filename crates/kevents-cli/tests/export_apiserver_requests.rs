@@ -117,7 +117,30 @@ fn exporter_kubeconfig(server: &kevents_testkit::RealApiserver, dir: &Path) -> P
     path
 }
 
+/// The export of `default` and `kube-public`, leader-elected, as the figures are measured.
 fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path) -> Child {
+    let retry = RETRY_PERIOD.to_string();
+    let args = [
+        "--namespace",
+        "default",
+        "--namespace",
+        "kube-public",
+        "--leader-elect",
+        "--lease-name",
+        "export-requests",
+        "--identity",
+        "requests-a",
+        "--lease-duration",
+        "4",
+        "--renew-deadline",
+        "3",
+        "--retry-period",
+        &retry,
+    ];
+    spawn_export_with(kubeconfig, nats, log, &args)
+}
+
+fn spawn_export_with(kubeconfig: &Path, nats: &str, log: &Path, args: &[&str]) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -127,13 +150,9 @@ fn spawn_export(kubeconfig: &Path, nats: &str, log: &Path) -> Child {
         .arg("export")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["--namespace", "default", "--namespace", "kube-public"])
         .args(["--nats", nats, "--stream", "export", "--progress", "1"])
         .args(["--watch-timeout", &WATCH_TIMEOUT.to_string()])
-        .args(["--leader-elect", "--lease-name", "export-requests"])
-        .args(["--identity", "requests-a"])
-        .args(["--lease-duration", "4", "--renew-deadline", "3"])
-        .args(["--retry-period", &RETRY_PERIOD.to_string()])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -215,19 +234,123 @@ fn sigterm(mut child: Child) {
     assert!(status.success(), "export after SIGTERM: {status}");
 }
 
+/// A kube-apiserver with an audit log of [`USER`]'s requests (its path) and `more` flags.
+fn audited_server(dir: &Path, more: &[&str]) -> (kevents_testkit::RealApiserver, PathBuf) {
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(&policy, POLICY).expect("writing the audit policy");
+    let audit = dir.join("audit.log");
+    let mut args = vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", audit.display()),
+    ];
+    args.extend(more.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = kevents_testkit::RealApiserver::start_with_args(&args)
+        .expect("starting kube-apiserver")
+        .expect("kube-apiserver is provisioned");
+    (server, audit)
+}
+
+/// A scope nobody writes to (`kube-public`, one event) while the cluster's revision moves
+/// (a writer in `default`, not exported) and the apiserver compacts every 2 s: the lists
+/// and watches of the export in 12 s of that. Without the events watch cache (the default)
+/// its watches read etcd, which sends no bookmarks: the scope's resourceVersion stays the
+/// list's, and once compacted away, the next watch answers 410 and the scope relists. With
+/// the watch cache, the watch is served from it (bookmarks, a window of its own): no relist.
+fn quiet_scope(cache: bool) -> (usize, usize, f64) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut more = vec!["--etcd-compaction-interval=2s"];
+    if cache {
+        more.push("--watch-cache-sizes=events#1000");
+    }
+    let (server, audit) = audited_server(dir.path(), &more);
+    let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
+    let nats_url = nats.url();
+    let kubeconfig = exporter_kubeconfig(&server, dir.path());
+    let log = dir.path().join("export.log");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let sink = HttpSink::new(
+            HttpConfig::from_kubeconfig(Some(&server.admin_kubeconfig), None)
+                .await
+                .expect("config"),
+        )
+        .expect("sink");
+        seed(&sink, "default", 2).await;
+        seed(&sink, "kube-public", 1).await;
+        let export = spawn_export_with(
+            &kubeconfig,
+            &nats_url,
+            &log,
+            &["--namespace", "kube-public"],
+        );
+        records_at_least(&nats_url, 1, &log).await;
+        let before = audited(&audit).len();
+        let window = Instant::now();
+        let until = window + Duration::from_secs(12);
+        let mut round = 0;
+        while Instant::now() < until {
+            round += 1;
+            for i in 0..2 {
+                let body = json!({"count": 1 + round});
+                let path = format!("/api/v1/namespaces/default/events/seed-{i}");
+                kevents_testkit::send_json(
+                    &sink,
+                    Method::Patch,
+                    path,
+                    STRATEGIC_MERGE_PATCH,
+                    &body,
+                )
+                .await;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let lasted = window.elapsed().as_secs_f64();
+        let all = audited(&audit);
+        let quiet = &all[before..];
+        sigterm(export);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            !text.contains("watch scope failed"),
+            "a relist is not a failure:\n{text}"
+        );
+        (
+            count(quiet, "list", "events", None),
+            count(quiet, "watch", "events", None),
+            lasted,
+        )
+    })
+}
+
 kevents_testkit::real_apiserver_tests! {
+    #[test]
+    fn a_quiet_scope_relists_after_compaction_without_the_events_watch_cache() {
+        let (lists, watches, lasted) = quiet_scope(false);
+        eprintln!(
+            "quiet scope, no events watch cache, compaction every 2 s, watch timeout {WATCH_TIMEOUT} s: \
+             {lists} lists, {watches} watches in {lasted:.1} s"
+        );
+        // Each watch after the first starts from a compacted version: at least one relist,
+        // at most one per watch.
+        assert!(lists >= 1, "{lists} lists, {watches} watches");
+        assert!(lists <= watches + 1, "{lists} lists, {watches} watches");
+    }
+
+    #[test]
+    fn a_quiet_scope_never_relists_with_the_events_watch_cache() {
+        let (lists, watches, lasted) = quiet_scope(true);
+        eprintln!(
+            "quiet scope, events watch cache of 1000, compaction every 2 s, watch timeout {WATCH_TIMEOUT} s: \
+             {lists} lists, {watches} watches in {lasted:.1} s"
+        );
+        assert_eq!(lists, 0, "{watches} watches");
+        assert!(watches >= 2, "{watches} watches");
+    }
+
     #[test]
     fn the_exports_requests_read_back_from_the_apiserver() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let policy = dir.path().join("audit-policy.yaml");
-        std::fs::write(&policy, POLICY).expect("writing the audit policy");
-        let audit = dir.path().join("audit.log");
-        let server = kevents_testkit::RealApiserver::start_with_args(&[
-            &format!("--audit-policy-file={}", policy.display()),
-            &format!("--audit-log-path={}", audit.display()),
-        ])
-        .expect("starting kube-apiserver")
-        .expect("kube-apiserver is provisioned");
+        let (server, audit) = audited_server(dir.path(), &[]);
         let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
         let nats_url = nats.url();
         let kubeconfig = exporter_kubeconfig(&server, dir.path());
