@@ -194,14 +194,8 @@ async fn write_for(sink: &HttpSink, lasting: Duration, round: &mut u64) {
         for (ns, i) in [("default", 0), ("default", 1), ("kube-public", 0)] {
             let body = json!({"count": 1 + *round});
             let path = format!("/api/v1/namespaces/{ns}/events/seed-{i}");
-            kevents_testkit::send_json(
-                &sink.clone(),
-                Method::Patch,
-                path,
-                STRATEGIC_MERGE_PATCH,
-                &body,
-            )
-            .await;
+            kevents_testkit::send_json(sink, Method::Patch, path, STRATEGIC_MERGE_PATCH, &body)
+                .await;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
