@@ -72,6 +72,11 @@ fn watch_config(cfg: &ScopeConfig) -> WatchConfig {
     config.idle_timeout = cfg.idle_timeout;
     config.max_line_bytes = cfg.max_line_bytes;
     config.max_page_bytes = cfg.max_page_bytes;
+    // Each page is bounded (`max_page_bytes`) and handed on before the next is asked for (a
+    // list is never held whole), so a whole list needs no bound of its own beyond its pages
+    // (10 000: 5 000 000 events in pages of 500). The runtime's 256 MiB would stop a first
+    // list near 300 000 events, and the list would be read again and again after each pause.
+    config.max_list_bytes = usize::MAX;
     config.first_backoff = Duration::from_millis(200);
     config.max_backoff = Duration::from_secs(10);
     config.forbidden_backoff = Duration::from_secs(10);
@@ -126,5 +131,41 @@ pub(crate) async fn run_scope<T: StreamTransport>(
         if tx.send(item).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_list_of_a_large_cluster_is_within_the_bounds() {
+        let run = crate::ExportConfig::default();
+        let cfg = ScopeConfig {
+            api: run.api,
+            namespace: String::new(),
+            watch_timeout: run.watch_timeout,
+            idle_timeout: run.idle_timeout,
+            page_size: run.page_size,
+            max_line_bytes: run.max_line_bytes,
+            max_page_bytes: run.max_page_bytes,
+        };
+        let config = watch_config(&cfg);
+        // A million live events of about 1 KiB each (perf-tests#1536: past 500 000 an
+        // informer's first list times out), read with the default pages.
+        let events = 1_000_000;
+        let pages = events / config.page_size.expect("paged");
+        assert!(pages <= config.max_list_pages, "{pages} pages");
+        assert!(events * 1024 <= config.max_list_bytes, "{config:?}");
+        assert_eq!(
+            config.list_query(""),
+            "/api/v1/events?limit=500",
+            "the first page: no resourceVersion (a consistent read), pages of 500"
+        );
+        assert!(
+            config
+                .watch_query("7")
+                .contains("resourceVersion=7&allowWatchBookmarks=true&timeoutSeconds=240")
+        );
     }
 }

@@ -189,9 +189,11 @@ impl WatchError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent {
     /// A list begins; `relist`: not the first of this watcher (after 410 Gone, or a failure
-    /// after a watch had started).
+    /// after a watch had started). A list whose later page failed goes on with that page (no
+    /// new `ListStart`); one whose first page failed begins again (a relist only if a list had
+    /// ended or a watch begun before).
     ListStart {
-        /// Whether a list or watch came before it.
+        /// Whether a list ended or a watch began before it.
         relist: bool,
     },
     /// An object of the list (no `resourceVersion` to resume from until [`WatchEvent::ListEnd`]).
@@ -239,9 +241,25 @@ pub enum WatchEvent {
     },
 }
 
+/// What a [`State::Due`] does when its instant comes.
+#[derive(Clone)]
+enum Then {
+    /// Watch from `rv` (or list when there is none).
+    Watch,
+    /// List from the first page.
+    List,
+    /// Read the page of a list begun before (a page after the first failed): its continue
+    /// token keeps the list's snapshot, the pages already read are not read again.
+    Page {
+        cont: String,
+        pages: usize,
+        bytes: usize,
+    },
+}
+
 enum State {
-    /// Waiting until the instant, then listing (`relist`) or watching from `rv`.
-    Due { at: Instant, list: bool },
+    /// Waiting until the instant, then doing what `then` says.
+    Due { at: Instant, then: Then },
     /// Listing: the next page's continue token, pages and bytes read so far.
     Listing {
         cont: String,
@@ -282,7 +300,7 @@ pub struct Watcher<T: StreamTransport> {
     rv: String,
     /// The watch to start comes straight from a list (410 then is a failure, not old data).
     fresh_list: bool,
-    /// A list or a watch came before (the next list is a relist).
+    /// A list ended or a watch began before (the next list is a relist).
     started: bool,
     backoff: Backoff,
     pending: VecDeque<WatchEvent>,
@@ -303,20 +321,20 @@ impl<T: StreamTransport> Watcher<T> {
     pub fn new(transport: T, config: WatchConfig, start_rv: Option<String>) -> Self {
         let backoff = Backoff::new(config.first_backoff, config.max_backoff)
             .with_forbidden(config.forbidden_backoff);
-        let (rv, list) = match start_rv {
-            Some(rv) if !rv.is_empty() => (rv, false),
-            _ => (String::new(), true),
+        let (rv, then, started) = match start_rv {
+            Some(rv) if !rv.is_empty() => (rv, Then::Watch, true),
+            _ => (String::new(), Then::List, false),
         };
         Watcher {
             client: Client::new(transport),
             config,
             state: State::Due {
                 at: Instant::now(),
-                list,
+                then,
             },
             rv,
             fresh_list: false,
-            started: !list,
+            started,
             backoff,
             pending: VecDeque::new(),
         }
@@ -340,21 +358,29 @@ impl<T: StreamTransport> Watcher<T> {
                 return event;
             }
             match &mut self.state {
-                State::Due { at, list } => {
-                    let (at, list) = (*at, *list);
+                State::Due { at, then } => {
+                    let (at, then) = (*at, then.clone());
                     sleep_until(at).await;
-                    if list || self.rv.is_empty() {
+                    if let Then::Page { cont, pages, bytes } = then {
+                        // The list goes on where it failed: no new ListStart.
+                        self.state = State::Listing { cont, pages, bytes };
+                        continue;
+                    }
+                    if matches!(then, Then::List) || self.rv.is_empty() {
                         self.state = State::Listing {
                             cont: String::new(),
                             pages: 0,
                             bytes: 0,
                         };
-                        let relist = self.started;
-                        self.started = true;
-                        return WatchEvent::ListStart { relist };
+                        // A relist when a list ended or a watch began before (a first list
+                        // whose first page failed is still the first).
+                        return WatchEvent::ListStart {
+                            relist: self.started,
+                        };
                     }
                     match self.open_watch().await {
                         Ok(Some(lines)) => {
+                            self.started = true;
                             self.state = State::Watching {
                                 lines: Box::new(lines),
                                 started: Instant::now(),
@@ -365,7 +391,7 @@ impl<T: StreamTransport> Watcher<T> {
                             // 410 Gone to an older resourceVersion: list again at once.
                             self.state = State::Due {
                                 at: Instant::now(),
-                                list: true,
+                                then: Then::List,
                             };
                         }
                         Err(e) => return self.failed(e),
@@ -398,9 +424,16 @@ impl<T: StreamTransport> Watcher<T> {
                         if !*seen && lasted < short {
                             return self.failed(WatchError::ShortWatch(lasted));
                         }
+                        // A watch that ran until the server ended it is a success, and its
+                        // resourceVersion was good: a 410 to the next one (a quiet scope
+                        // whose version the server compacted away since, events having no
+                        // watch cache and so no bookmarks by default) is the ordinary expiry,
+                        // a relist at once, not a failure of the list just read.
+                        self.fresh_list = false;
+                        self.backoff.reset();
                         self.state = State::Due {
                             at: Instant::now(),
-                            list: false,
+                            then: Then::Watch,
                         };
                         return WatchEvent::Restarted;
                     };
@@ -415,7 +448,7 @@ impl<T: StreamTransport> Watcher<T> {
                             // 410 Gone in the stream: list again at once.
                             self.state = State::Due {
                                 at: Instant::now(),
-                                list: true,
+                                then: Then::List,
                             };
                         }
                         Err(e) => return self.failed(e),
@@ -432,9 +465,27 @@ impl<T: StreamTransport> Watcher<T> {
         } else {
             self.backoff.failed()
         };
-        // A list that failed lists again; a watch that failed watches again from the last
-        // resourceVersion (still good unless the server says 410), except right after a list.
-        let list = self.rv.is_empty() || matches!(error, WatchError::GoneAfterList);
+        // A page after the first that failed is asked for again with its continue token (the
+        // list's snapshot, valid until the server compacts it: then 410 and a list from the
+        // start), so a failure late in a long list does not read it all again. A list that
+        // failed otherwise lists again (the resourceVersion it had, if any, is the expired
+        // one it lists for). A watch that failed watches again from the last resourceVersion
+        // (still good unless the server says 410), except right after a list.
+        let then = match &self.state {
+            State::Listing { cont, pages, bytes }
+                if !cont.is_empty()
+                    && matches!(&error, WatchError::Request(e) if e.code() != Some(410)) =>
+            {
+                Then::Page {
+                    cont: cont.clone(),
+                    pages: *pages,
+                    bytes: *bytes,
+                }
+            }
+            State::Listing { .. } => Then::List,
+            _ if self.rv.is_empty() || matches!(error, WatchError::GoneAfterList) => Then::List,
+            _ => Then::Watch,
+        };
         let verb = match self.state {
             State::Listing { .. } => "list",
             _ => "watch",
@@ -442,7 +493,7 @@ impl<T: StreamTransport> Watcher<T> {
         self.pending.clear();
         self.state = State::Due {
             at: Instant::now() + retry_in,
-            list,
+            then,
         };
         WatchEvent::Failed {
             error,
@@ -517,10 +568,11 @@ impl<T: StreamTransport> Watcher<T> {
             }
             self.rv = rv.clone();
             self.fresh_list = true;
+            self.started = true;
             self.pending.push_back(WatchEvent::ListEnd { rv });
             self.state = State::Due {
                 at: Instant::now(),
-                list: false,
+                then: Then::Watch,
             };
             return Ok(());
         }

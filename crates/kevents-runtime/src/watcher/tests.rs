@@ -28,6 +28,10 @@ impl ChunkSource for Chunks {
             if hang {
                 std::future::pending::<()>().await;
             }
+            // An empty chunk: the server says nothing for a minute (its timeoutSeconds).
+            if next.as_ref().is_some_and(Vec::is_empty) {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
             Ok(next)
         })
     }
@@ -311,4 +315,152 @@ async fn a_dropped_next_loses_no_listed_object() {
     }
     assert!(matches!(w.next().await, WatchEvent::Listed(o) if o["metadata"]["name"] == "y"));
     assert!(matches!(w.next().await, WatchEvent::ListEnd { .. }));
+}
+
+impl Fake {
+    fn fail(&self, code: u16) -> &Self {
+        let status = json!({"kind": "Status", "code": code, "message": "scripted failure"});
+        self.0.lock().unwrap().lists.push_back(Response {
+            code,
+            body: serde_json::to_vec(&status).unwrap(),
+            ..Default::default()
+        });
+        self
+    }
+}
+
+/// The names of the objects listed until the list's end, and every other event on the way.
+async fn read_list(w: &mut Watcher<Fake>) -> (Vec<String>, Vec<WatchEvent>) {
+    let (mut names, mut others) = (Vec::new(), Vec::new());
+    loop {
+        match w.next().await {
+            WatchEvent::Listed(o) => names.push(o["metadata"]["name"].as_str().unwrap().to_owned()),
+            e @ WatchEvent::ListEnd { .. } => {
+                others.push(e);
+                return (names, others);
+            }
+            other => others.push(other),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_later_page_is_asked_again_with_its_continue_token() {
+    let fake = Fake::default();
+    fake.list("10", "c1", &["x", "y"])
+        .fail(500)
+        .fail(429)
+        .list("10", "c2", &["z", "u"])
+        .list("10", "", &["v"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    let (names, others) = read_list(&mut w).await;
+    // Every object once, one ListStart: the list went on from the page that failed.
+    assert_eq!(names, ["x", "y", "z", "u", "v"]);
+    assert_eq!(others[0], WatchEvent::ListStart { relist: false });
+    assert!(
+        matches!(&others[1], WatchEvent::Failed { verb: "list", .. }),
+        "{others:?}"
+    );
+    assert!(matches!(&others[2], WatchEvent::Failed { failures: 2, .. }));
+    assert_eq!(others[3], WatchEvent::ListEnd { rv: "10".into() });
+    assert_eq!(others.len(), 4, "{others:?}");
+    let paths = fake.paths();
+    assert_eq!(
+        paths,
+        [
+            "/api/v1/namespaces/a/events?limit=2",
+            "/api/v1/namespaces/a/events?limit=2&continue=c1",
+            "/api/v1/namespaces/a/events?limit=2&continue=c1",
+            "/api/v1/namespaces/a/events?limit=2&continue=c1",
+            "/api/v1/namespaces/a/events?limit=2&continue=c2",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_continue_token_lists_again_from_the_first_page() {
+    let fake = Fake::default();
+    fake.list("10", "c1", &["x", "y"])
+        .fail(410)
+        .list("20", "", &["x", "y", "z"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    let (names, others) = read_list(&mut w).await;
+    assert_eq!(names, ["x", "y", "x", "y", "z"]);
+    assert_eq!(others[0], WatchEvent::ListStart { relist: false });
+    assert!(matches!(
+        &others[1],
+        WatchEvent::Failed { verb: "list", .. }
+    ));
+    // No list had ended and no watch had begun: still the first list.
+    assert_eq!(others[2], WatchEvent::ListStart { relist: false });
+    assert_eq!(others[3], WatchEvent::ListEnd { rv: "20".into() });
+    assert_eq!(fake.paths()[2], "/api/v1/namespaces/a/events?limit=2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_whose_first_page_fails_lists_again_without_a_watch_from_the_expired_version() {
+    let fake = Fake::default();
+    fake.list("10", "", &["x"]);
+    fake.watch(
+        200,
+        &[
+            applied("x", "11"),
+            json!({"type": "ERROR", "object": {"code": 410}}),
+        ],
+    );
+    fake.fail(503).list("30", "", &["x"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    read_list(&mut w).await;
+    assert!(matches!(w.next().await, WatchEvent::Applied { .. }));
+    // The watch then says 410: a relist, whose first page fails, then lists again (not a
+    // watch from the expired "10", unscripted here: it would hang and fail until the bound).
+    let (names, others) = timeout(Duration::from_secs(600), read_list(&mut w))
+        .await
+        .expect("the relist ends");
+    assert_eq!(names, ["x"]);
+    assert_eq!(others[0], WatchEvent::ListStart { relist: true });
+    assert!(matches!(
+        &others[1],
+        WatchEvent::Failed { verb: "list", .. }
+    ));
+    assert_eq!(others[2], WatchEvent::ListStart { relist: true });
+    assert_eq!(others[3], WatchEvent::ListEnd { rv: "30".into() });
+    // Two watches would mean one from the expired "10" after the failure.
+    let watches = fake
+        .paths()
+        .iter()
+        .filter(|p| p.contains("watch=1"))
+        .count();
+    assert_eq!(watches, 1, "{:?}", fake.paths());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_whose_first_page_fails_is_still_the_first() {
+    let fake = Fake::default();
+    fake.fail(500).list("10", "", &["x"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    let (_, others) = read_list(&mut w).await;
+    assert_eq!(others[0], WatchEvent::ListStart { relist: false });
+    assert_eq!(others[2], WatchEvent::ListStart { relist: false });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_scope_whose_version_expired_relists_at_once_without_a_failure() {
+    let fake = Fake::default();
+    fake.list("10", "", &["x"]);
+    // The first watch from the list's "10" runs to its timeout without a line (a quiet
+    // scope: no bookmarks without the watch cache); by the next one, "10" was compacted.
+    fake.0
+        .lock()
+        .unwrap()
+        .watches
+        .push_back((200, vec![Vec::new()]));
+    fake.watch(200, &[json!({"type": "ERROR", "object": {"code": 410}})]);
+    fake.list("40", "", &["x"]);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    read_list(&mut w).await;
+    assert_eq!(w.next().await, WatchEvent::Restarted);
+    let before = Instant::now();
+    assert_eq!(w.next().await, WatchEvent::ListStart { relist: true });
+    assert_eq!(before.elapsed(), Duration::ZERO, "no pause");
 }
