@@ -210,6 +210,7 @@ pub fn run(args: ExportBenchArgs) -> anyhow::Result<()> {
     let sim = ScaleSim::start(ScaleConfig::default().with_window(window))?;
     let loaded = Instant::now();
     let ids = sim.preload(args.events, args.namespaces);
+    let preload_secs = loaded.elapsed().as_secs_f64();
     eprintln!(
         "bench export: {} live events preloaded in {:.1} s; simulator at {}",
         args.events,
@@ -299,6 +300,8 @@ pub fn run(args: ExportBenchArgs) -> anyhow::Result<()> {
                 "first_record_s": first_record.map(|d| round(d.as_secs_f64(), 2)),
                 "rss_mib": round(rss, 1),
                 "hwm_mib": round(hwm, 1),
+                "sim_process_rss_mib": round(memory_mib(std::process::id()).0, 1),
+                "preload_s": round(preload_secs, 2),
             })
         );
         drop(distinct);

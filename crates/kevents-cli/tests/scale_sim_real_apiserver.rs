@@ -217,7 +217,7 @@ async fn watch_lines(sink: &HttpSink, path: &str, max: usize) -> (u16, Vec<Value
 struct Seen {
     core_watch: Vec<(String, String, u64)>,
     events_v1_watch: Vec<(String, String, u64)>,
-    bookmark_last: bool,
+    bookmarks: usize,
     page1: Vec<(String, u64)>,
     page2: Vec<(String, u64)>,
     page2_same_rv: bool,
@@ -274,7 +274,12 @@ async fn scenario(sink: &HttpSink, w: &Writes<'_>) -> Seen {
         (core, v1)
     };
     assert_eq!(core.0, 200);
-    let bookmark_last = core.1.last().is_some_and(|l| l["type"] == "BOOKMARK");
+    let bookmarks = core
+        .1
+        .iter()
+        .chain(&v1.1)
+        .filter(|l| l["type"] == "BOOKMARK")
+        .count();
     let no_bookmarks = |lines: &[Value]| {
         lines
             .iter()
@@ -405,7 +410,7 @@ async fn scenario(sink: &HttpSink, w: &Writes<'_>) -> Seen {
     Seen {
         core_watch: no_bookmarks(&core.1),
         events_v1_watch: no_bookmarks(&v1.1),
-        bookmark_last,
+        bookmarks,
         page1: items(&page1),
         page2: items(&page2),
         page2_same_rv: page1["metadata"]["resourceVersion"] == page2["metadata"]["resourceVersion"],
@@ -434,7 +439,7 @@ kevents_testkit::real_apiserver_tests! {
             .expect("starting kube-apiserver")
             .expect("kube-apiserver is provisioned");
         let etcd = env_value(&server.state_dir(), "ETCD_URL");
-        let sim = ScaleSim::start(ScaleConfig::default().with_bookmark_interval(Duration::from_secs(60))).expect("scale sim");
+        let sim = ScaleSim::start(ScaleConfig::default()).expect("scale sim");
         // Other events elsewhere, which the namespace's lists and watches must not show.
         sim.preload(50, 5);
         let dir = tempfile::tempdir().expect("tempdir");
@@ -461,6 +466,9 @@ kevents_testkit::real_apiserver_tests! {
             assert_eq!(real_seen.page1, vec![(n("a", 1), 2), (n("b", 2), 3)]);
             assert_eq!(real_seen.page2, vec![(n("d", 4), 1)], "the continue reads the first page's resourceVersion");
             assert_eq!(real_seen.continue_after_compaction, (410, "Expired".to_owned()));
+            assert_eq!(real_seen.watch_after_compaction, (200, Some((410, "Expired".to_owned()))));
+            assert_eq!(real_seen.bookmarks, 0, "events are watched from etcd: no bookmarks");
+            assert_eq!(real_seen.relist.first().map(String::as_str), Some("list-start relist=true"));
             // The simulator serves the same.
             assert_eq!(sim_seen, real_seen);
         });

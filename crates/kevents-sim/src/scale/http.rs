@@ -397,8 +397,8 @@ async fn stream_watch(
             at
         }
     };
-    let frequency = shared.bookmark_interval;
-    let mut next_bookmark = bookmark_due(Instant::now(), deadline, frequency);
+    let frequency = shared.bookmark_interval.filter(|_| bookmarks);
+    let mut next_bookmark = frequency.and_then(|f| bookmark_due(Instant::now(), deadline, f));
     loop {
         // Everything after `pos`, in batches.
         loop {
@@ -448,7 +448,7 @@ async fn stream_watch(
                     return;
                 }
             }
-            next_bookmark = bookmark_due(now, deadline, frequency);
+            next_bookmark = frequency.and_then(|f| bookmark_due(now, deadline, f));
         }
         let wake = next_bookmark.map_or(deadline, |b| b.min(deadline));
         tokio::select! {
