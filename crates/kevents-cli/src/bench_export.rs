@@ -248,10 +248,15 @@ pub fn run(args: ExportBenchArgs) -> anyhow::Result<()> {
         let mut distinct = std::collections::HashSet::new();
         let mut records = 0u64;
         let mut read_to = 0u64;
+        // When the stream last grew (an incomplete export: where it stalled).
+        let (mut last_count, mut last_growth) = (0u64, Duration::ZERO);
         let (complete, first_secs, rss, hwm) = loop {
             let (messages, last_seq) = stream_state(&js).await;
             if messages > 0 && first_record.is_none() {
                 first_record = Some(started.elapsed());
+            }
+            if messages > last_count {
+                (last_count, last_growth) = (messages, started.elapsed());
             }
             if messages >= want {
                 let secs = started.elapsed().as_secs_f64();
@@ -298,6 +303,8 @@ pub fn run(args: ExportBenchArgs) -> anyhow::Result<()> {
                 "seconds": round(first_secs, 2),
                 "records_per_s": round(records as f64 / first_secs, 0),
                 "first_record_s": first_record.map(|d| round(d.as_secs_f64(), 2)),
+                "stream_last_grew_s": round(last_growth.as_secs_f64(), 2),
+                "records_per_s_until_last_growth": round(records as f64 / last_growth.as_secs_f64(), 0),
                 "rss_mib": round(rss, 1),
                 "hwm_mib": round(hwm, 1),
                 "sim_process_rss_mib": round(memory_mib(std::process::id()).0, 1),

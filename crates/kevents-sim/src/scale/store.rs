@@ -298,13 +298,13 @@ impl Store {
 
     fn compact_one(&mut self, old: Change) {
         self.compacted = old.rv;
-        if old.kind == ChangeKind::Deleted {
-            if let Some(ev) = self.events.get_mut(old.slot as usize) {
-                ev.older = Vec::new();
-                let key = ev.key.clone();
-                if self.keys.get(&key) == Some(&old.slot) {
-                    self.keys.remove(&key);
-                }
+        if old.kind == ChangeKind::Deleted
+            && let Some(ev) = self.events.get_mut(old.slot as usize)
+        {
+            ev.older = Vec::new();
+            let key = ev.key.clone();
+            if self.keys.get(&key) == Some(&old.slot) {
+                self.keys.remove(&key);
             }
         }
     }
