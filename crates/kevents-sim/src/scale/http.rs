@@ -19,8 +19,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::render::{self, Api};
-use super::store::Scope;
+use super::render;
+use super::store::{Api, Scope};
 
 pub(crate) type Body = Either<Full<Bytes>, Channel<Bytes>>;
 
@@ -33,7 +33,7 @@ const INITIAL_PAGE: usize = 500;
 const DEFAULT_WATCH_TIMEOUT: u64 = 1800;
 
 /// The accept loop, until `stop` fires.
-pub(crate) async fn serve(
+pub(crate) async fn serve_scale(
     shared: Arc<Shared>,
     listener: TcpListener,
     mut stop: oneshot::Receiver<()>,
@@ -71,7 +71,7 @@ fn reply(code: u16, body: Vec<u8>) -> Response<Body> {
 }
 
 fn failure(code: u16, reason: &str, message: &str) -> Response<Body> {
-    reply(code, render::status(code, reason, message))
+    reply(code, render::status_body(code, reason, message))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -285,12 +285,21 @@ fn list(shared: &Shared, api: Api, scope: &Scope, q: &HashMap<String, String>) -
             None => (store.rv, None),
         }
     };
-    let page = store.page(scope, after.as_deref(), at, limit, api, false);
+    let page = store.page(
+        scope,
+        after.as_deref(),
+        at,
+        limit,
+        |out, s, slot, ev, ver| render::write_event(out, s, slot, ev, ver, api, false),
+    );
     drop(store);
     let cont = page
         .more_after
         .map(|k| encode_continue(at, &k[scope.prefix.len()..]));
-    reply(200, render::list(api, at, cont.as_deref(), &page.json))
+    reply(
+        200,
+        render::write_list(api, at, cont.as_deref(), &page.json),
+    )
 }
 
 fn watch(
@@ -352,7 +361,7 @@ async fn stream_watch(
     let mut rv_rx = shared.rv_tx.subscribe();
     let gone = |shared: &Shared, rv: u64, compacted: u64| {
         shared.stats.gone.fetch_add(1, Ordering::Relaxed);
-        Bytes::from(render::error_line(
+        Bytes::from(render::write_error_line(
             410,
             "Expired",
             &format!("too old resource version: {rv} ({})", compacted + 1),
@@ -371,8 +380,15 @@ async fn stream_watch(
                     if at < store.compacted {
                         Err(gone(&shared, at, store.compacted))
                     } else {
-                        let page =
-                            store.page(&scope, after.as_deref(), at, INITIAL_PAGE, api, true);
+                        let page = store.page(
+                            &scope,
+                            after.as_deref(),
+                            at,
+                            INITIAL_PAGE,
+                            |out, s, slot, ev, ver| {
+                                render::write_event(out, s, slot, ev, ver, api, true)
+                            },
+                        );
                         Ok((page.items, page.json, page.more_after))
                     }
                 };
@@ -410,7 +426,9 @@ async fn stream_watch(
                     Some(changes) => {
                         for c in &changes {
                             if scope.holds(store.key_of(c.slot)) {
-                                store.watch_line(&mut out, c, api);
+                                store.watch_line(&mut out, c, |out, s, slot, ev, ver| {
+                                    render::write_event(out, s, slot, ev, ver, api, true)
+                                });
                             }
                         }
                         match changes.last() {
@@ -442,7 +460,7 @@ async fn stream_watch(
         if next_bookmark.is_some_and(|at| at <= now) {
             if bookmarks {
                 let mut line = Vec::new();
-                render::bookmark(&mut line, api, pos);
+                render::write_bookmark(&mut line, api, pos);
                 shared.stats.bookmarks.fetch_add(1, Ordering::Relaxed);
                 if tx.send_data(Bytes::from(line)).await.is_err() {
                     return;

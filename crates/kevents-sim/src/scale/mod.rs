@@ -59,7 +59,7 @@ use kevents_core::{Clock as _, SystemClock};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::SimError;
-use store::Store;
+use store::ScaleStore;
 
 /// How a [`ScaleSim`] runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,7 +139,7 @@ pub(crate) struct Counters {
 }
 
 pub(crate) struct Shared {
-    pub store: Mutex<Store>,
+    pub store: Mutex<ScaleStore>,
     /// The newest resourceVersion, for watches to wake on.
     pub rv_tx: watch::Sender<u64>,
     pub bookmark_interval: Option<Duration>,
@@ -182,7 +182,7 @@ impl ScaleSim {
     pub fn start(config: ScaleConfig) -> Result<ScaleSim, SimError> {
         let seed: u32 = uuid::Uuid::new_v4().as_u128() as u32;
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::new(config.window, seed)),
+            store: Mutex::new(ScaleStore::new(config.window, seed)),
             rv_tx: watch::channel(0).0,
             bookmark_interval: config.bookmark_interval,
             stats: Counters::default(),
@@ -224,7 +224,7 @@ impl ScaleSim {
                         }
                     };
                     let _ = ready_tx.send(Ok(()));
-                    http::serve(server_shared, listener, stopped).await;
+                    http::serve_scale(server_shared, listener, stopped).await;
                 });
             })
             .map_err(|e| SimError::Thread(e.to_string()))?;

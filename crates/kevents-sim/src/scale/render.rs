@@ -4,37 +4,9 @@
 
 use kevents_core::Time;
 
-use super::store::{Ev, Store, Ver};
+use super::store::{Api, Ev, ScaleStore, Ver};
 
-/// Which events API a request reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Api {
-    /// `/api/v1`.
-    Core,
-    /// `/apis/events.k8s.io/v1`.
-    EventsV1,
-}
-
-impl Api {
-    pub fn api_version(self) -> &'static str {
-        match self {
-            Api::Core => "v1",
-            Api::EventsV1 => "events.k8s.io/v1",
-        }
-    }
-}
-
-/// The uid of slot `slot` of a simulator seeded `seed`.
-pub(crate) fn uid(seed: u32, slot: u32) -> String {
-    format!("{seed:08x}-5ca1-4e00-8000-{slot:012x}")
-}
-
-pub(crate) fn slot_of_uid(seed: u32, uid: &str) -> Option<u32> {
-    let rest = uid.strip_prefix(&format!("{seed:08x}-5ca1-4e00-8000-"))?;
-    u32::try_from(u64::from_str_radix(rest, 16).ok()?).ok()
-}
-
-pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
     if s.bytes()
         .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
     {
@@ -46,13 +18,13 @@ pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-fn time(out: &mut Vec<u8>, secs: i64) {
+fn write_time(out: &mut Vec<u8>, secs: i64) {
     out.push(b'"');
     out.extend_from_slice(Time::from_unix_secs(secs).to_rfc3339().as_bytes());
     out.push(b'"');
 }
 
-fn field(out: &mut Vec<u8>, name: &str) {
+fn write_field(out: &mut Vec<u8>, name: &str) {
     out.push(b'"');
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\":");
@@ -60,9 +32,9 @@ fn field(out: &mut Vec<u8>, name: &str) {
 
 /// One event as `api` serves it at version `ver`; `with_kind`: with `kind` and `apiVersion`
 /// (watch events and single objects; list items go without, as kube-apiserver sends them).
-pub(crate) fn event(
+pub(crate) fn write_event(
     out: &mut Vec<u8>,
-    store: &Store,
+    store: &ScaleStore,
     slot: u32,
     ev: &Ev,
     ver: Ver,
@@ -76,22 +48,22 @@ pub(crate) fn event(
         out.extend_from_slice(b"\",");
     }
     let ns = ev.namespace();
-    field(out, "metadata");
+    write_field(out, "metadata");
     out.push(b'{');
-    field(out, "name");
-    json_str(out, ev.name());
+    write_field(out, "name");
+    write_json_str(out, ev.name());
     out.push(b',');
-    field(out, "namespace");
-    json_str(out, ns);
+    write_field(out, "namespace");
+    write_json_str(out, ns);
     out.push(b',');
-    field(out, "uid");
-    json_str(out, &store.uid(slot));
+    write_field(out, "uid");
+    write_json_str(out, &store.uid(slot));
     out.push(b',');
-    field(out, "resourceVersion");
+    write_field(out, "resourceVersion");
     out.extend_from_slice(format!("\"{}\"", ver.rv).as_bytes());
     out.push(b',');
-    field(out, "creationTimestamp");
-    time(out, ev.created);
+    write_field(out, "creationTimestamp");
+    write_time(out, ev.created);
     out.extend_from_slice(b"},");
     let (regarding, message, source, first, last, count) = match api {
         Api::Core => (
@@ -114,44 +86,44 @@ pub(crate) fn event(
     if api == Api::EventsV1 {
         out.extend_from_slice(b"\"eventTime\":null,");
     }
-    field(out, regarding);
+    write_field(out, regarding);
     out.push(b'{');
-    field(out, "kind");
-    json_str(out, store.str(ev.kind));
+    write_field(out, "kind");
+    write_json_str(out, store.str(ev.kind));
     out.push(b',');
-    field(out, "namespace");
-    json_str(out, ns);
+    write_field(out, "namespace");
+    write_json_str(out, ns);
     out.push(b',');
-    field(out, "name");
-    json_str(out, store.object_name(ev));
+    write_field(out, "name");
+    write_json_str(out, store.object_name(ev));
     out.extend_from_slice(b"},");
-    field(out, "reason");
-    json_str(out, store.str(ev.reason));
+    write_field(out, "reason");
+    write_json_str(out, store.str(ev.reason));
     out.push(b',');
-    field(out, message);
-    json_str(out, store.str(ev.message));
+    write_field(out, message);
+    write_json_str(out, store.str(ev.message));
     out.push(b',');
     if api == Api::EventsV1 {
-        field(out, "type");
-        json_str(out, if ev.warning { "Warning" } else { "Normal" });
+        write_field(out, "type");
+        write_json_str(out, if ev.warning { "Warning" } else { "Normal" });
         out.push(b',');
     }
-    field(out, source);
+    write_field(out, source);
     out.push(b'{');
-    field(out, "component");
-    json_str(out, store.str(ev.component));
+    write_field(out, "component");
+    write_json_str(out, store.str(ev.component));
     out.extend_from_slice(b"},");
-    field(out, first);
-    time(out, ev.first);
+    write_field(out, first);
+    write_time(out, ev.first);
     out.push(b',');
-    field(out, last);
-    time(out, ver.last);
+    write_field(out, last);
+    write_time(out, ver.last);
     out.push(b',');
-    field(out, count);
+    write_field(out, count);
     out.extend_from_slice(ver.count.to_string().as_bytes());
     if api == Api::Core {
         out.extend_from_slice(b",\"type\":");
-        json_str(out, if ev.warning { "Warning" } else { "Normal" });
+        write_json_str(out, if ev.warning { "Warning" } else { "Normal" });
         out.extend_from_slice(
             b",\"eventTime\":null,\"reportingComponent\":\"\",\"reportingInstance\":\"\"",
         );
@@ -160,7 +132,7 @@ pub(crate) fn event(
 }
 
 /// A list body around `items` (their JSON, comma-separated).
-pub(crate) fn list(api: Api, rv: u64, cont: Option<&str>, items: &[u8]) -> Vec<u8> {
+pub(crate) fn write_list(api: Api, rv: u64, cont: Option<&str>, items: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(items.len() + 160);
     out.extend_from_slice(b"{\"kind\":\"EventList\",\"apiVersion\":\"");
     out.extend_from_slice(api.api_version().as_bytes());
@@ -169,7 +141,7 @@ pub(crate) fn list(api: Api, rv: u64, cont: Option<&str>, items: &[u8]) -> Vec<u
     out.push(b'"');
     if let Some(c) = cont {
         out.extend_from_slice(b",\"continue\":");
-        json_str(&mut out, c);
+        write_json_str(&mut out, c);
     }
     out.extend_from_slice(b"},\"items\":[");
     out.extend_from_slice(items);
@@ -179,7 +151,7 @@ pub(crate) fn list(api: Api, rv: u64, cont: Option<&str>, items: &[u8]) -> Vec<u
 
 /// A watch bookmark at `rv`: an empty Event with only its resourceVersion, as kube-apiserver
 /// sends one.
-pub(crate) fn bookmark(out: &mut Vec<u8>, api: Api, rv: u64) {
+pub(crate) fn write_bookmark(out: &mut Vec<u8>, api: Api, rv: u64) {
     out.extend_from_slice(
         b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Event\",\"apiVersion\":\"",
     );
@@ -198,22 +170,22 @@ pub(crate) fn bookmark(out: &mut Vec<u8>, api: Api, rv: u64) {
 }
 
 /// A `metav1.Status` failure body.
-pub(crate) fn status(code: u16, reason: &str, message: &str) -> Vec<u8> {
+pub(crate) fn status_body(code: u16, reason: &str, message: &str) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(
         b"{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":",
     );
-    json_str(&mut out, message);
+    write_json_str(&mut out, message);
     out.extend_from_slice(b",\"reason\":");
-    json_str(&mut out, reason);
+    write_json_str(&mut out, reason);
     out.extend_from_slice(format!(",\"code\":{code}}}").as_bytes());
     out
 }
 
 /// A watch `ERROR` line holding a Status.
-pub(crate) fn error_line(code: u16, reason: &str, message: &str) -> Vec<u8> {
+pub(crate) fn write_error_line(code: u16, reason: &str, message: &str) -> Vec<u8> {
     let mut out = b"{\"type\":\"ERROR\",\"object\":".to_vec();
-    out.extend_from_slice(&status(code, reason, message));
+    out.extend_from_slice(&status_body(code, reason, message));
     out.extend_from_slice(b"}\n");
     out
 }
@@ -221,21 +193,21 @@ pub(crate) fn error_line(code: u16, reason: &str, message: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::store::NewEvent;
+    use crate::scale::store::{NewEvent, scale_uid, slot_of_uid};
 
     #[test]
     fn an_event_renders_as_json_of_both_apis() {
-        let mut s = Store::new(10, 7);
+        let mut s = ScaleStore::new(10, 7);
         let mut e = NewEvent::pod("ns", "web", 1, "Pulled", "say \"hi\"\n");
         e.object_name = "web".into();
         let slot = s.create(&e, 1_700_000_000, true).unwrap();
         let ev = s.ev(slot).unwrap();
         for api in [Api::Core, Api::EventsV1] {
             let mut out = Vec::new();
-            event(&mut out, &s, slot, ev, ev.cur, api, true);
+            write_event(&mut out, &s, slot, ev, ev.cur, api, true);
             let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
             assert_eq!(v["apiVersion"], api.api_version());
-            assert_eq!(v["metadata"]["uid"], uid(7, slot));
+            assert_eq!(v["metadata"]["uid"], scale_uid(7, slot));
             assert_eq!(v["metadata"]["resourceVersion"], "1001");
             assert_eq!(v["reason"], "Pulled");
             let (obj, msg, count) = match api {
@@ -246,11 +218,11 @@ mod tests {
             assert_eq!(v[msg], "say \"hi\"\n");
             assert_eq!(v[count], 1);
             let mut b = Vec::new();
-            bookmark(&mut b, api, 5);
+            write_bookmark(&mut b, api, 5);
             let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
             assert_eq!(v["object"]["metadata"]["resourceVersion"], "5");
         }
-        assert_eq!(slot_of_uid(7, &uid(7, slot)), Some(slot));
-        assert_eq!(slot_of_uid(8, &uid(7, slot)), None);
+        assert_eq!(slot_of_uid(7, &scale_uid(7, slot)), Some(slot));
+        assert_eq!(slot_of_uid(8, &scale_uid(7, slot)), None);
     }
 }

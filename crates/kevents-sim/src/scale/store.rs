@@ -8,7 +8,33 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::render::{self, Api};
+/// Which events API a request reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// `/api/v1`.
+    Core,
+    /// `/apis/events.k8s.io/v1`.
+    EventsV1,
+}
+
+impl Api {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Api::Core => "v1",
+            Api::EventsV1 => "events.k8s.io/v1",
+        }
+    }
+}
+
+/// The uid of slot `slot` of a simulator seeded `seed`.
+pub(crate) fn scale_uid(seed: u32, slot: u32) -> String {
+    format!("{seed:08x}-5ca1-4e00-8000-{slot:012x}")
+}
+
+pub(crate) fn slot_of_uid(seed: u32, uid: &str) -> Option<u32> {
+    let rest = uid.strip_prefix(&format!("{seed:08x}-5ca1-4e00-8000-"))?;
+    u32::try_from(u64::from_str_radix(rest, 16).ok()?).ok()
+}
 
 /// An event's id in a [`ScaleSim`](super::ScaleSim): its slot, stable for its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -217,7 +243,7 @@ pub(crate) struct Page {
     pub more_after: Option<Arc<str>>,
 }
 
-pub(crate) struct Store {
+pub(crate) struct ScaleStore {
     events: Vec<Ev>,
     keys: BTreeMap<Arc<str>, u32>,
     strings: Interner,
@@ -232,9 +258,9 @@ pub(crate) struct Store {
     uid_seed: u32,
 }
 
-impl Store {
+impl ScaleStore {
     pub fn new(window: usize, uid_seed: u32) -> Self {
-        Store {
+        ScaleStore {
             events: Vec::new(),
             keys: BTreeMap::new(),
             strings: Interner::default(),
@@ -252,11 +278,11 @@ impl Store {
     }
 
     pub fn uid(&self, slot: u32) -> String {
-        render::uid(self.uid_seed, slot)
+        scale_uid(self.uid_seed, slot)
     }
 
     pub fn slot_of_uid(&self, uid: &str) -> Option<u32> {
-        let slot = render::slot_of_uid(self.uid_seed, uid)?;
+        let slot = slot_of_uid(self.uid_seed, uid)?;
         ((slot as usize) < self.events.len()).then_some(slot)
     }
 
@@ -443,15 +469,15 @@ impl Store {
         (self.events[slot as usize].deleted_rv == 0).then_some(slot)
     }
 
-    /// Up to `limit` (0: all) items of `scope` as they were at `rv`, after key `after`.
+    /// Up to `limit` (0: all) items of `scope` as they were at `rv`, after key `after`, each
+    /// written by `item` (comma-separated).
     pub fn page(
         &self,
         scope: &Scope,
         after: Option<&str>,
         rv: u64,
         limit: usize,
-        api: Api,
-        with_kind: bool,
+        mut item: impl FnMut(&mut Vec<u8>, &ScaleStore, u32, &Ev, Ver),
     ) -> Page {
         let lower = match after {
             Some(k) => Bound::Excluded(k),
@@ -475,7 +501,7 @@ impl Store {
             if items > 0 {
                 json.push(b',');
             }
-            render::event(&mut json, self, slot, ev, ver, api, with_kind);
+            item(&mut json, self, slot, ev, ver);
             items += 1;
             last = Some(key);
         }
@@ -496,8 +522,14 @@ impl Store {
         Some(self.history.range(from..).take(max).copied().collect())
     }
 
-    /// A change's object as a watch event line (`{"type":..,"object":..}\n`).
-    pub fn watch_line(&self, out: &mut Vec<u8>, change: &Change, api: Api) {
+    /// A change's object as a watch event line (`{"type":..,"object":..}\n`), the object
+    /// written by `object`.
+    pub fn watch_line(
+        &self,
+        out: &mut Vec<u8>,
+        change: &Change,
+        object: impl FnOnce(&mut Vec<u8>, &ScaleStore, u32, &Ev, Ver),
+    ) {
         let ev = &self.events[change.slot as usize];
         let ver = match change.kind {
             ChangeKind::Deleted => Ver {
@@ -509,7 +541,7 @@ impl Store {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(change.kind.wire().as_bytes());
         out.extend_from_slice(b"\",\"object\":");
-        render::event(out, self, change.slot, ev, ver, api, true);
+        object(out, self, change.slot, ev, ver);
         out.extend_from_slice(b"}\n");
     }
 
@@ -522,13 +554,17 @@ impl Store {
 mod tests {
     use super::*;
 
+    fn names(out: &mut Vec<u8>, _: &ScaleStore, _: u32, ev: &Ev, _: Ver) {
+        out.extend_from_slice(ev.name().as_bytes());
+    }
+
     fn ev(i: u64) -> NewEvent {
         NewEvent::pod("ns", &format!("p{i}"), i, "R", "m")
     }
 
     #[test]
     fn versions_read_at_a_past_resource_version() {
-        let mut s = Store::new(100, 1);
+        let mut s = ScaleStore::new(100, 1);
         let a = s.create(&ev(1), 10, true).unwrap();
         let rv1 = s.rv;
         s.raise(a, 1, 11).unwrap();
@@ -545,7 +581,7 @@ mod tests {
 
     #[test]
     fn the_window_compacts_the_oldest_changes_and_tombstones() {
-        let mut s = Store::new(3, 1);
+        let mut s = ScaleStore::new(3, 1);
         let a = s.create(&ev(1), 0, true).unwrap();
         let b = s.create(&ev(2), 0, true).unwrap();
         s.delete(a).unwrap();
@@ -572,18 +608,18 @@ mod tests {
 
     #[test]
     fn pages_follow_key_order_and_say_when_more_follow() {
-        let mut s = Store::new(100, 1);
+        let mut s = ScaleStore::new(100, 1);
         for i in [3u64, 1, 2] {
             s.create(&ev(i), 0, true).unwrap();
         }
-        let p = s.page(&Scope::all(), None, s.rv, 2, Api::Core, false);
+        let p = s.page(&Scope::all(), None, s.rv, 2, names);
         assert_eq!(p.items, 2);
         let after = p.more_after.unwrap();
         assert_eq!(&*after, "ns/p2.0000000000000002");
-        let p = s.page(&Scope::all(), Some(&after), s.rv, 2, Api::Core, false);
+        let p = s.page(&Scope::all(), Some(&after), s.rv, 2, names);
         assert_eq!(p.items, 1);
         assert!(p.more_after.is_none());
-        let p = s.page(&Scope::namespace("other"), None, s.rv, 2, Api::Core, false);
+        let p = s.page(&Scope::namespace("other"), None, s.rv, 2, names);
         assert_eq!(p.items, 0);
     }
 }
