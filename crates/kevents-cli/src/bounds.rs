@@ -157,6 +157,54 @@ pub const FAULTS_RATE: Bound = Bound {
     max: 100_000,
     why: "occurrences per second; the outage's backlog grows with it (u64::MAX grew without bound)",
 };
+/// `kevents bench export --events`.
+pub const EXPORT_BENCH_EVENTS: Bound = Bound {
+    command: "bench export",
+    flag: "--events",
+    min: 1,
+    max: MAX_BENCH_N,
+    why: "live events preloaded in the scale simulator (about 200 bytes each there): 10 million at most",
+};
+/// `kevents bench export --rate`.
+pub const EXPORT_BENCH_RATE: Bound = Bound {
+    command: "bench export",
+    flag: "--rate",
+    min: 0,
+    max: 1_000_000,
+    why: "occurrences per second of the steady phase (0: none); each is logged in memory",
+};
+/// `kevents bench export --duration`.
+pub const EXPORT_BENCH_DURATION: Bound = Bound {
+    command: "bench export",
+    flag: "--duration",
+    min: 0,
+    max: 86_400,
+    why: "seconds of the steady phase (0: none); a day at most",
+};
+/// `kevents bench export --writer-events`.
+pub const EXPORT_BENCH_WRITER_EVENTS: Bound = Bound {
+    command: "bench export",
+    flag: "--writer-events",
+    min: 1,
+    max: MAX_BENCH_N,
+    why: "the events the writer raises, round robin (the first N preloaded)",
+};
+/// `kevents bench export --namespaces`.
+pub const EXPORT_BENCH_NAMESPACES: Bound = Bound {
+    command: "bench export",
+    flag: "--namespaces",
+    min: 1,
+    max: 1_000_000,
+    why: "namespaces the preloaded events are spread over",
+};
+/// `kevents bench export --timeout`.
+pub const EXPORT_BENCH_TIMEOUT: Bound = Bound {
+    command: "bench export",
+    flag: "--timeout",
+    min: 1,
+    max: 86_400,
+    why: "seconds a phase may take before the run reports it incomplete; a day at most",
+};
 /// `kevents export --watch-timeout`.
 pub const EXPORT_WATCH_TIMEOUT: Bound = Bound {
     command: "export",
@@ -192,7 +240,13 @@ pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 35] = [
+pub const ALL: [Bound; 41] = [
+    EXPORT_BENCH_EVENTS,
+    EXPORT_BENCH_RATE,
+    EXPORT_BENCH_DURATION,
+    EXPORT_BENCH_WRITER_EVENTS,
+    EXPORT_BENCH_NAMESPACES,
+    EXPORT_BENCH_TIMEOUT,
     DEMO_PACE_MS,
     DEMO_WIDTH,
     CORRELATOR_RUNS,
@@ -349,6 +403,12 @@ pub mod parse {
         faults_outage_secs: FAULTS_OUTAGE_SECS as u64;
         faults_baseline_secs: FAULTS_BASELINE_SECS as u64;
         faults_rate: FAULTS_RATE as u64;
+        export_bench_events: EXPORT_BENCH_EVENTS as usize;
+        export_bench_rate: EXPORT_BENCH_RATE as u64;
+        export_bench_duration: EXPORT_BENCH_DURATION as u64;
+        export_bench_writer_events: EXPORT_BENCH_WRITER_EVENTS as usize;
+        export_bench_namespaces: EXPORT_BENCH_NAMESPACES as usize;
+        export_bench_timeout: EXPORT_BENCH_TIMEOUT as u64;
         export_watch_timeout: EXPORT_WATCH_TIMEOUT as u64;
         export_progress: EXPORT_PROGRESS as u64;
         export_lease_duration: EXPORT_LEASE_DURATION as u64;

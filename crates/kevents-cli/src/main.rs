@@ -5,6 +5,7 @@
 mod bench_apiserver;
 mod bench_correlator;
 mod bench_emit;
+mod bench_export;
 mod bench_faults;
 mod bench_fleet;
 mod bench_pipeline;
@@ -94,6 +95,9 @@ enum BenchCommand {
     /// N pipelines, each with its own write budget, sharing one in-memory apiserver throttled
     /// as kube-apiserver's EventRateLimit plugin does.
     Fleet(bench_fleet::FleetArgs),
+    /// `kevents export` (a child) on N live events in the scale simulator and a local
+    /// nats-server: first-export records/s, memory, lag at a steady write rate.
+    Export(bench_export::ExportBenchArgs),
 }
 
 /// The log filter without `RUST_LOG`: warnings and errors of the kevents crates only.
@@ -186,6 +190,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(BenchCommand::Apiserver(args)) => bench_apiserver::run(args),
         Command::Bench(BenchCommand::Faults(args)) => bench_faults::run(args),
         Command::Bench(BenchCommand::Fleet(args)) => bench_fleet::run(args),
+        Command::Bench(BenchCommand::Export(args)) => bench_export::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -64,6 +64,7 @@ mod handle;
 pub mod memory;
 pub mod rate_limit;
 pub mod replay;
+pub mod scale;
 mod server;
 mod simulator;
 mod stats;
