@@ -500,6 +500,7 @@ impl JetStream {
             // Sent back to back on the one connection (core NATS keeps their order)...
             let mut acks = Vec::with_capacity(window.len());
             let mut error = None;
+            let mut previous: Option<&str> = None;
             for (i, (subject, key, payload)) in window.iter().enumerate() {
                 let mut headers = async_nats::HeaderMap::new();
                 headers.insert(async_nats::header::NATS_MESSAGE_ID, key.as_str());
@@ -507,6 +508,14 @@ impl JetStream {
                     async_nats::header::NATS_EXPECTED_LAST_SEQUENCE,
                     (fence + i as u64).to_string().as_str(),
                 );
+                // A sequence says how many messages came before, not whose: after the first,
+                // each record also expects the one before it in the window to be the
+                // stream's last message, so that a record whose predecessor was refused
+                // (another writer's term marker took its place) is refused too.
+                if let Some(before) = previous {
+                    headers.insert(async_nats::header::NATS_EXPECTED_LAST_MESSAGE_ID, before);
+                }
+                previous = Some(key.as_str());
                 headers.insert(WRITER_HEADER, self.config.identity.as_str());
                 match self
                     .context
@@ -617,6 +626,17 @@ impl JetStream {
                 last.to_string().as_str(),
             );
             headers.insert(WRITER_HEADER, self.config.identity.as_str());
+            // Its own message id, never a record's: a record that expects its predecessor
+            // in a window to be the stream's last message is refused after a marker.
+            headers.insert(
+                async_nats::header::NATS_MESSAGE_ID,
+                format!(
+                    "_fence:{}:{last}:{}",
+                    self.config.identity,
+                    marker["at"].as_str().unwrap_or_default()
+                )
+                .as_str(),
+            );
             let sent = async {
                 self.context
                     .publish_with_headers(

@@ -373,7 +373,15 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
             next = rx.try_recv().ok();
         }
         if step.is_ok() {
-            step = flush(&mut batch, &state, &mut sink, &mut store, &mut stats, &mut unsaved).await;
+            step = flush(
+                &mut batch,
+                &state,
+                &mut sink,
+                &mut store,
+                &mut stats,
+                &mut unsaved,
+            )
+            .await;
         }
         if let Err(e) = step {
             break Err(e);
