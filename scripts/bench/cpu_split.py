@@ -17,9 +17,12 @@ NAMES = ("kube-apiserver", "etcd", "nats-server", "kevents")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def sample(root):
-    """{name: cpu seconds} over the processes of NAMES descending from `root` (other
-    builds' and tests' servers on the machine left out), and the exporter's pid."""
+def sample(root, ours):
+    """Per process of NAMES: its name and CPU seconds, and the exporter's pid. `ours` (a set
+    of pids, kept across samples) gets the processes descending from `root` and those
+    naming the benchmark's apiserver directory (the one holding the exporter's
+    --kubeconfig; scripts/apiserver/start.sh detaches the apiserver and etcd with setsid):
+    other builds' and tests' servers on the machine are left out at the end."""
     out, exporter, procs = {}, None, {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -35,22 +38,27 @@ def sample(root):
         fields = stat[stat.rindex(")") + 2 :].split()
         procs[int(pid)] = (int(fields[1]), comm, fields, cmd)
     for pid, (_, comm, fields, cmd) in procs.items():
+        name = next((n for n in NAMES if comm.startswith(n[:15])), None)
+        if name is None:
+            continue
         up, seen = pid, set()
         while up in procs and up != root and up not in seen:
             seen.add(up)
             up = procs[up][0]
-        if up != root:
-            continue
-        cpu = (int(fields[11]) + int(fields[12])) / TICK
-        name = next((n for n in NAMES if comm.startswith(n[:15])), None)
-        if name is None:
-            continue
         if name == "kevents":
-            if b"export" not in cmd:
+            if up != root or b"export" not in cmd:
                 continue
-            exporter = int(pid)
-        out[name] = out.get(name, 0.0) + cpu
+            exporter = pid
+            if b"--kubeconfig" in cmd and not STATE:
+                kubeconfig = cmd[cmd.index(b"--kubeconfig") + 1]
+                STATE.append(os.path.dirname(os.path.dirname(kubeconfig)))
+        if up == root or (STATE and any(STATE[0] in a for a in cmd)):
+            ours.add(pid)
+        out[pid] = (name, (int(fields[11]) + int(fields[12])) / TICK)
     return out, exporter
+
+
+STATE = []
 
 
 def main():
@@ -60,9 +68,11 @@ def main():
 
     bench = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, text=True)
 
+    ours = set()
+
     def poll():
         while not stop.is_set():
-            cpu, exporter = sample(bench.pid)
+            cpu, exporter = sample(bench.pid, ours)
             timeline.append((time.monotonic(), cpu, exporter))
             time.sleep(0.2)
 
@@ -88,11 +98,12 @@ def main():
     )
     t1, cpu1, _ = timeline[end]
     wall = t1 - t0
+    used = {n: 0.0 for n in NAMES}
+    for pid, (name, cpu) in cpu1.items():
+        if pid in ours:
+            used[name] += cpu - cpu0.get(pid, (name, 0.0))[1]
     split = {
-        n: {
-            "cpu_s": round(cpu1.get(n, 0.0) - cpu0.get(n, 0.0), 2),
-            "cpu_per_wall": round((cpu1.get(n, 0.0) - cpu0.get(n, 0.0)) / wall, 3),
-        }
+        n: {"cpu_s": round(used[n], 2), "cpu_per_wall": round(used[n] / wall, 3)}
         for n in NAMES
     }
     print(json.dumps({"phase": "cpu", "wall_s": round(wall, 2), "records_per_s": live["records_per_s"], **split}))
