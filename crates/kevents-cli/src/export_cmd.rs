@@ -340,6 +340,11 @@ impl Mode {
                 feeds.alongside(run).await
             }
             Mode::Direct { sink, store } => {
+                // The ConfigMap holds a batch's records as pending (900 KiB in all).
+                let config = ExportConfig {
+                    batch: config.batch.min(32),
+                    ..config
+                };
                 kevents_export::run(apiserver, config, sink.clone(), store.clone(), shutdown).await
             }
         }

@@ -20,8 +20,9 @@ pub const MAX_CONFIGMAP_BYTES: usize = 900 << 10;
 ///
 /// - [`ResumeStore::begin`] writes the record as pending (and every commit before it)
 ///   **before** it is delivered: after a crash, [`ResumeStore::load`] gives it back and it is
-///   delivered again with the same key. A restart repeats at most that record, and the one
-///   committed since the last write.
+///   delivered again with the same key. [`ResumeStore::begin_batch`] does so for a batch of
+///   records in one write. A restart repeats at most the records in flight (the last batch
+///   begun), with their keys, and the ones committed since the last write.
 /// - [`ResumeStore::commit`] and [`ResumeStore::forget`] change the copy in memory; the next
 ///   write (the next record's begin, or a resourceVersion saved) carries them.
 /// - A write answered 409 (another export wrote the ConfigMap since this one read it) is
@@ -225,17 +226,30 @@ impl<T: Transport> ResumeStore for ConfigMapResume<T> {
     }
 
     async fn begin(&mut self, record: &ExportRecord, _previous: u64) -> Result<(), ExportError> {
-        self.point.pending.retain(|p| p.uid != record.uid);
-        self.point.pending.push(record.clone());
-        self.write().await
+        self.begin_batch(std::slice::from_ref(record)).await
     }
 
     async fn commit(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        self.point.pending.retain(|p| p.uid != record.uid);
+        // Delivered, and so every record of its uid up to its count.
+        self.point
+            .pending
+            .retain(|p| p.uid != record.uid || p.count > record.count);
         self.point
             .counts
             .insert(record.uid.clone(), (record.count, record.namespace.clone()));
         Ok(())
+    }
+
+    /// One write for the whole batch: its records pending (with the commits before it).
+    async fn begin_batch(&mut self, records: &[ExportRecord]) -> Result<(), ExportError> {
+        for record in records {
+            // A batch may begin several records of one uid: each stays pending.
+            self.point
+                .pending
+                .retain(|p| p.uid != record.uid || p.count != record.count);
+            self.point.pending.push(record.clone());
+        }
+        self.write().await
     }
 
     async fn forget(&mut self, uid: &str) -> Result<(), ExportError> {

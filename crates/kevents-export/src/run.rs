@@ -1,6 +1,7 @@
 //! The run loop ([`run`]): one task per watch scope feeds, in order, one loop that owns the
 //! per-uid state (last exported count and namespace, never the event), computes each
-//! record's delta and delivers it: begin, deliver, commit; resourceVersions saved after.
+//! record's delta and delivers the records that are ready as one batch: begin, deliver,
+//! commit; resourceVersions saved after.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -42,6 +43,11 @@ pub struct ExportConfig {
     pub save_interval: Duration,
     /// Print a progress line on stderr this often (`None`: never).
     pub progress: Option<Duration>,
+    /// At most this many records delivered together: the loop takes the items that are
+    /// ready (never waiting for more) and delivers their records as one batch
+    /// ([`crate::RecordSink::deliver_batch`], begun and committed as one:
+    /// [`crate::ResumeStore::begin_batch`]). A restart repeats at most one batch.
+    pub batch: usize,
 }
 
 impl Default for ExportConfig {
@@ -56,6 +62,7 @@ impl Default for ExportConfig {
             max_page_bytes: 64 << 20,
             save_interval: Duration::from_secs(1),
             progress: None,
+            batch: 256,
         }
     }
 }
@@ -271,10 +278,10 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
         );
     }
     // Records begun before a crash: delivered again with the same key (stored once).
-    for record in point.pending {
-        sink.deliver(&record).await?;
-        store.commit(&record).await?;
-        state.remember(&record);
+    sink.deliver_batch(&point.pending).await?;
+    store.commit_batch(&point.pending).await?;
+    for record in &point.pending {
+        state.remember(record);
         stats.redelivered += 1;
     }
     let point_rvs: HashSet<String> = point.resource_versions.keys().cloned().collect();
@@ -336,26 +343,46 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
                 None => break Ok(()),
             },
         };
-        let step = match item {
-            None => Ok(()),
-            Some(item) => {
-                handle(
-                    item,
-                    &config,
-                    &mut state,
-                    &mut sink,
-                    &mut store,
-                    &mut stats,
-                    &mut Lists {
-                        listing: &mut listing,
-                        fresh: &mut fresh,
-                    },
-                    &mut unsaved,
-                    &scopes,
-                )
-                .await
+        // The items ready now (at most `batch` of them, never waiting for more), their
+        // records delivered as one batch.
+        let mut batch = Batch::default();
+        let mut next = item;
+        let mut taken = 0;
+        let mut step = Ok(());
+        while let Some(item) = next.take() {
+            step = handle(
+                item,
+                &config,
+                &mut state,
+                &mut sink,
+                &mut store,
+                &mut stats,
+                &mut Lists {
+                    listing: &mut listing,
+                    fresh: &mut fresh,
+                },
+                &mut unsaved,
+                &scopes,
+                &mut batch,
+            )
+            .await;
+            taken += 1;
+            if step.is_err() || taken >= config.batch.max(1) {
+                break;
             }
-        };
+            next = rx.try_recv().ok();
+        }
+        if step.is_ok() {
+            step = flush(
+                &mut batch,
+                &state,
+                &mut sink,
+                &mut store,
+                &mut stats,
+                &mut unsaved,
+            )
+            .await;
+        }
         if let Err(e) = step {
             break Err(e);
         }
@@ -433,7 +460,12 @@ async fn handle<S: RecordSink, R: ResumeStore>(
     lists: &mut Lists<'_>,
     unsaved: &mut HashMap<usize, String>,
     scopes: &[(String, String)],
+    batch: &mut Batch,
 ) -> Result<(), ExportError> {
+    // Anything but a record read is ordered after the records staged before it.
+    if !matches!(item, Item::Upsert { .. }) {
+        flush(batch, state, sink, store, stats, unsaved).await?;
+    }
     let listing = &mut *lists.listing;
     match item {
         Item::ListStart { scope, relist } => {
@@ -462,7 +494,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                     }
                     None => From::Watch,
                 };
-                let delta = export(record, state, sink, store, stats).await?;
+                let delta = stage(record, state, stats, batch);
                 match from {
                     From::BeforeStart => {
                         stats.incomplete.before_start =
@@ -484,17 +516,19 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                         .increment(delta);
                 }
             }
+            // Saved once the batch is stored.
             if let Some(rv) = rv
                 && !listing.contains_key(&scope)
             {
-                unsaved.insert(scope, rv);
+                batch.rvs.push((scope, rv));
             }
         }
         Item::Deleted { scope, object, rv } => {
             // Its last state may carry occurrences not read yet: export them first.
             if let Some(record) = readable(config.api, &object, stats) {
                 let uid = record.uid.clone();
-                export(record, state, sink, store, stats).await?;
+                stage(record, state, stats, batch);
+                flush(batch, state, sink, store, stats, unsaved).await?;
                 if state.known.remove(uid.as_str()).is_some() {
                     store.forget(&uid).await?;
                 }
@@ -583,17 +617,26 @@ enum From {
     Gap,
 }
 
-/// Delivers `record` if it carries occurrences no earlier record of its uid did; the
-/// occurrences delivered (its delta, or 0).
-async fn export<S: RecordSink, R: ResumeStore>(
+/// The records staged for one delivery, and the resourceVersions to save once they are
+/// stored.
+#[derive(Default)]
+struct Batch {
+    records: Vec<ExportRecord>,
+    rvs: Vec<(usize, String)>,
+}
+
+/// Stages `record` for delivery if it carries occurrences no earlier record of its uid did;
+/// the occurrences staged (its delta, or 0). Its count is remembered now, so that a later
+/// record of its uid in the same batch takes its delta from it (a batch that fails ends the
+/// run, and its `State` with it).
+fn stage(
     mut record: ExportRecord,
     state: &mut State,
-    sink: &mut S,
-    store: &mut R,
     stats: &mut ExportStats,
-) -> Result<u64, ExportError> {
-    let previous = match state.delta(&mut record) {
-        Seen::New { previous } => previous,
+    batch: &mut Batch,
+) -> u64 {
+    match state.delta(&mut record) {
+        Seen::New { .. } => {}
         Seen::Nothing { lowered, exported } => {
             if lowered {
                 stats.decreases = stats.decreases.saturating_add(1);
@@ -604,7 +647,7 @@ async fn export<S: RecordSink, R: ResumeStore>(
                     count = record.count, exported,
                     "an event's count went down: nothing exported until it passes the count already exported (said once per event)");
             }
-            return Ok(0);
+            return 0;
         }
         Seen::OtherNamespace(first) => {
             // The apiserver gives every object its own uid; one read in a second namespace is
@@ -616,19 +659,41 @@ async fn export<S: RecordSink, R: ResumeStore>(
             tracing::warn!(uid = %record.uid, namespace = %record.namespace,
                 first_namespace = %first,
                 "an event with the uid of an event in another namespace: skipped, counted in kevents_export_malformed_objects_total");
-            return Ok(0);
+            return 0;
         }
     };
-    store.begin(&record, previous).await?;
-    sink.deliver(&record).await?;
-    store.commit(&record).await?;
-    let lag = record.lag_secs(kevents_core::Clock::now(&kevents_core::SystemClock));
     state.remember(&record);
-    stats.records = stats.records.saturating_add(1);
-    stats.occurrences = stats.occurrences.saturating_add(record.delta);
-    metrics::counter!("kevents_export_records_total").increment(1);
-    metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
-    metrics::histogram!("kevents_export_lag_seconds").record(lag);
-    metrics::gauge!("kevents_export_live_events").set(state.live() as f64);
-    Ok(record.delta)
+    let delta = record.delta;
+    batch.records.push(record);
+    delta
+}
+
+/// Delivers the staged records (begin, deliver, commit, each once for the batch), then
+/// notes the resourceVersions read with them as to be saved.
+async fn flush<S: RecordSink, R: ResumeStore>(
+    batch: &mut Batch,
+    state: &State,
+    sink: &mut S,
+    store: &mut R,
+    stats: &mut ExportStats,
+    unsaved: &mut HashMap<usize, String>,
+) -> Result<(), ExportError> {
+    if !batch.records.is_empty() {
+        store.begin_batch(&batch.records).await?;
+        sink.deliver_batch(&batch.records).await?;
+        store.commit_batch(&batch.records).await?;
+        let now = kevents_core::Clock::now(&kevents_core::SystemClock);
+        for record in batch.records.drain(..) {
+            stats.records = stats.records.saturating_add(1);
+            stats.occurrences = stats.occurrences.saturating_add(record.delta);
+            metrics::counter!("kevents_export_records_total").increment(1);
+            metrics::counter!("kevents_export_occurrences_total").increment(record.delta);
+            metrics::histogram!("kevents_export_lag_seconds").record(record.lag_secs(now));
+        }
+        metrics::gauge!("kevents_export_live_events").set(state.live() as f64);
+    }
+    for (scope, rv) in batch.rvs.drain(..) {
+        unsaved.insert(scope, rv);
+    }
+    Ok(())
 }

@@ -28,6 +28,41 @@ use crate::{ExportError, ExportRecord};
 pub trait RecordSink {
     /// Stores `record`, returning once it is durable.
     fn deliver(&mut self, record: &ExportRecord) -> impl Future<Output = Result<(), ExportError>>;
+
+    /// Stores `records` in their order, returning once all are durable. The run loop hands a
+    /// sink every record that is ready at once (a uid may appear more than once, each record
+    /// with its own key and delta). The default delivers them one by one; a sink that can
+    /// keep several in flight ([`crate::JetStream`]) does so. On an error, any prefix of the
+    /// batch may be stored: the run ends, and the resume point's pending records (begun
+    /// with [`ResumeStore::begin_batch`]) are delivered again, with the same keys, at the
+    /// next start.
+    ///
+    /// ```
+    /// # async fn f() -> Result<(), kevents_export::ExportError> {
+    /// use kevents_export::{ExportError, ExportRecord, RecordSink};
+    /// struct Count(usize);
+    /// impl RecordSink for Count {
+    ///     async fn deliver(&mut self, _record: &ExportRecord) -> Result<(), ExportError> {
+    ///         self.0 += 1;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let mut sink = Count(0);
+    /// sink.deliver_batch(&[ExportRecord::default(), ExportRecord::default()]).await?;
+    /// assert_eq!(sink.0, 2);
+    /// # Ok(()) }
+    /// ```
+    fn deliver_batch(
+        &mut self,
+        records: &[ExportRecord],
+    ) -> impl Future<Output = Result<(), ExportError>> {
+        async move {
+            for record in records {
+                self.deliver(record).await?;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// What a [`ResumeStore`] holds: per uid the last exported count and its namespace, the
@@ -72,6 +107,35 @@ pub trait ResumeStore {
     ) -> impl Future<Output = Result<(), ExportError>>;
     /// Notes that `record` was delivered: its count is the uid's last exported count.
     fn commit(&mut self, record: &ExportRecord) -> impl Future<Output = Result<(), ExportError>>;
+    /// Notes that `records` (in their order) are about to be delivered, as
+    /// [`ResumeStore::begin`] does for one (`previous` is each record's `count - delta`). The
+    /// default begins them one by one; a store that writes ([`crate::ConfigMapResume`])
+    /// writes them all at once.
+    fn begin_batch(
+        &mut self,
+        records: &[ExportRecord],
+    ) -> impl Future<Output = Result<(), ExportError>> {
+        async move {
+            for record in records {
+                self.begin(record, record.count.saturating_sub(record.delta))
+                    .await?;
+            }
+            Ok(())
+        }
+    }
+    /// Notes that `records` were delivered, as [`ResumeStore::commit`] does for one, in their
+    /// order (the last record of a uid gives its count).
+    fn commit_batch(
+        &mut self,
+        records: &[ExportRecord],
+    ) -> impl Future<Output = Result<(), ExportError>> {
+        async move {
+            for record in records {
+                self.commit(record).await?;
+            }
+            Ok(())
+        }
+    }
     /// Forgets a uid (the event was deleted).
     fn forget(&mut self, uid: &str) -> impl Future<Output = Result<(), ExportError>>;
     /// Records that everything of `scope` up to `resource_version` was exported.
@@ -120,13 +184,19 @@ impl ResumeStore for MemoryResume {
     }
     async fn begin(&mut self, record: &ExportRecord, _previous: u64) -> Result<(), ExportError> {
         let mut point = self.lock();
-        point.pending.retain(|p| p.uid != record.uid);
+        // A batch may begin several records of one uid: each stays pending.
+        point
+            .pending
+            .retain(|p| p.uid != record.uid || p.count != record.count);
         point.pending.push(record.clone());
         Ok(())
     }
     async fn commit(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
         let mut point = self.lock();
-        point.pending.retain(|p| p.uid != record.uid);
+        // Delivered, and so every record of its uid up to its count.
+        point
+            .pending
+            .retain(|p| p.uid != record.uid || p.count > record.count);
         point
             .counts
             .insert(record.uid.clone(), (record.count, record.namespace.clone()));
