@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use crate::store::{RecordSink, ResumePoint, ResumeStore};
-use crate::{ExportError, ExportRecord};
+use crate::{Counts, ExportError, ExportRecord};
 
 /// Where and how [`JetStream`] stores records and the resume point.
 ///
@@ -569,8 +569,9 @@ impl JetStream {
     }
 
     /// Each event's last record in the stream (the last message of each record subject),
-    /// those younger than the resume TTL.
-    async fn last_records(&self) -> Result<Vec<ExportRecord>, ExportError> {
+    /// those younger than the resume TTL, into `counts` as they are read (one record held at
+    /// a time: a million events load into [`Counts`]' few bytes each).
+    async fn last_counts(&self, counts: &mut Counts) -> Result<(), ExportError> {
         let s = self
             .context
             .get_stream(&self.config.stream)
@@ -586,10 +587,13 @@ impl JetStream {
             })
             .await
             .map_err(resume)?;
-        let mut out = Vec::new();
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(out);
+        let pending = consumer.cached_info().num_pending;
+        if pending == 0 {
+            return Ok(());
         }
+        // Room for them all at once: no table grown twice over (and its old one freed) on
+        // the way.
+        counts.reserve(usize::try_from(pending).unwrap_or(0));
         let oldest = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64)
@@ -605,18 +609,16 @@ impl JetStream {
                 })?;
                 // A count no event can hold (a message someone else wrote) would silence
                 // the event for good: refused, warned.
-                if record.count > crate::MAX_COUNT {
+                if !counts.insert(&record.uid, record.count, &record.namespace) {
                     tracing::warn!(subject = %m.subject, count = record.count,
                         "the stream's last record of an event holds an impossible count: ignored");
-                } else {
-                    out.push(record);
                 }
             }
             if pending == 0 {
                 break;
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -635,11 +637,7 @@ impl ResumeStore for JetStream {
     async fn load(&mut self) -> Result<ResumePoint, ExportError> {
         let mut point = ResumePoint::default();
         self.begin_term().await?;
-        for record in self.last_records().await? {
-            point
-                .counts
-                .insert(record.uid.clone(), (record.count, record.namespace.clone()));
-        }
+        self.last_counts(&mut point.counts).await?;
         let mut info = self
             .context
             .get_stream(format!("KV_{}", self.config.bucket))
