@@ -196,10 +196,7 @@ impl Counts {
     /// assert_eq!(all, vec![("u".to_owned(), 2, "ns")]);
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = (String, u64, &str)> + '_ {
-        let uuids = self
-            .uuids
-            .iter()
-            .map(|(u, s)| (format_uuid(*u), *s));
+        let uuids = self.uuids.iter().map(|(u, s)| (format_uuid(*u), *s));
         let others = self.others.iter().map(|(u, s)| (u.to_string(), *s));
         uuids
             .chain(others)
@@ -241,10 +238,7 @@ impl Counts {
         };
         match Key::of(uid) {
             Key::Uuid(u) => {
-                self.uuids
-                    .entry(u)
-                    .and_modify(update)
-                    .or_insert(fresh);
+                self.uuids.entry(u).and_modify(update).or_insert(fresh);
             }
             Key::Other(s) => match self.others.get_mut(s) {
                 Some(slot) => update(slot),
@@ -313,14 +307,11 @@ impl fmt::Debug for Counts {
 impl PartialEq for Counts {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len()
-            && self
-                .uuids
-                .iter()
-                .all(|(u, s)| {
-                    other.uuids.get(u).is_some_and(|o| {
-                        o.count() == s.count() && other.namespace(o.ns()) == self.namespace(s.ns())
-                    })
+            && self.uuids.iter().all(|(u, s)| {
+                other.uuids.get(u).is_some_and(|o| {
+                    o.count() == s.count() && other.namespace(o.ns()) == self.namespace(s.ns())
                 })
+            })
             && self.others.iter().all(|(u, s)| {
                 other.others.get(u).is_some_and(|o| {
                     o.count() == s.count() && other.namespace(o.ns()) == self.namespace(s.ns())
@@ -425,7 +416,10 @@ mod tests {
         c.slot_mut(U).expect("known").set_listed(false);
         c.put(U, 5, 0);
         let slot = c.slot(U).expect("known");
-        assert_eq!((slot.count(), slot.lowered(), slot.listed()), (5, false, false));
+        assert_eq!(
+            (slot.count(), slot.lowered(), slot.listed()),
+            (5, false, false)
+        );
         // A uid not known before is marked listed.
         c.put("fresh", 1, 0);
         assert!(c.slot("fresh").expect("known").listed());
@@ -448,6 +442,9 @@ mod tests {
         b.insert("u1", 1, "y");
         assert_ne!(a, b);
         assert_eq!(a.get("u4"), Some((4, "")));
-        assert_eq!(format!("{:?}", Counts::from_iter([("u", 1, "n")])), r#"{"u": (1, "n")}"#);
+        assert_eq!(
+            format!("{:?}", Counts::from_iter([("u", 1, "n")])),
+            r#"{"u": (1, "n")}"#
+        );
     }
 }

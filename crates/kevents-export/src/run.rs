@@ -651,3 +651,6 @@ async fn export<S: RecordSink, R: ResumeStore>(
     metrics::gauge!("kevents_export_live_events").set(state.live() as f64);
     Ok(record.delta)
 }
+
+#[cfg(test)]
+mod tests;
