@@ -6,7 +6,7 @@
 //! then 10 s of steady state. A second process then restarts from the stream (the term's
 //! marker, every event's last record loaded, the watch resumed from the saved
 //! resourceVersion). Each phase prints one JSON line: seconds, records, and the process's
-//! `VmRSS` and `VmHWM` (peak) from `/proc/self/status`. A single-threaded runtime, as
+//! `VmRSS` and `VmHWM` (peak) from `/proc/self/status` when done and after the 10 s. A single-threaded runtime, as
 //! `kevents export` runs.
 //!
 //! ```text
@@ -223,7 +223,15 @@ async fn phase(name: &str, url: &str, events: usize, relist: bool) -> Result<(),
                     );
                     done_at = Some(Instant::now());
                 }
-                Some(at) if at.elapsed() >= Duration::from_secs(10) => break,
+                Some(at) if at.elapsed() >= Duration::from_secs(10) => {
+                    let (rss, hwm) = memory_kib();
+                    report.push_str(&format!(
+                        ",\"steady_rss_mib\":{:.1},\"peak_rss_mib\":{:.1}",
+                        rss as f64 / 1024.0,
+                        hwm as f64 / 1024.0
+                    ));
+                    break;
+                }
                 _ => {}
             }
         }
@@ -233,13 +241,9 @@ async fn phase(name: &str, url: &str, events: usize, relist: bool) -> Result<(),
     let (stats, report) = tokio::join!(run, watch);
     let stats = stats?;
     let report = report?;
-    let (rss, hwm) = memory_kib();
     println!(
-        "{{\"phase\":\"{name}\",\"events\":{events},{report},\"records\":{},\"live\":{},\"steady_rss_mib\":{:.1},\"peak_rss_mib\":{:.1}}}",
-        stats.records,
-        stats.live,
-        rss as f64 / 1024.0,
-        hwm as f64 / 1024.0
+        "{{\"phase\":\"{name}\",\"events\":{events},{report},\"records\":{},\"live\":{}}}",
+        stats.records, stats.live,
     );
     Ok(())
 }

@@ -109,6 +109,10 @@ impl JetStreamConfig {
     }
 }
 
+/// How long the load's requests may take (creating the consumer of every event's last record
+/// makes the server read every subject of the stream).
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// The header naming the writer of each record and term marker (`JetStreamConfig::identity`):
 /// with the fence, every record is written by the writer of the last marker before it.
 pub const WRITER_HEADER: &str = "Kevents-Writer";
@@ -572,8 +576,11 @@ impl JetStream {
     /// those younger than the resume TTL, into `counts` as they are read (one record held at
     /// a time: a million events load into [`Counts`]' few bytes each).
     async fn last_counts(&self, counts: &mut Counts) -> Result<(), ExportError> {
-        let s = self
-            .context
+        // The server finds each subject's last message when the consumer is created: over a
+        // million subjects nats-server 2.9 takes longer than a request's 5 s.
+        let mut context = self.context.clone();
+        context.set_timeout(LOAD_TIMEOUT);
+        let s = context
             .get_stream(&self.config.stream)
             .await
             .map_err(resume)?;
