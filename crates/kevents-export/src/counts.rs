@@ -72,26 +72,48 @@ impl<'a> Key<'a> {
     }
 }
 
+/// Each byte's hex digit value, `0xff` for a byte that is none (uppercase too: the
+/// apiserver writes lowercase, and only a form that comes back the same is kept as bytes).
+const HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Where a canonical UUID's 32 hex digits are (around its hyphens at 8, 13, 18 and 23).
+const DIGITS: [usize; 32] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 14, 15, 16, 17, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29,
+    30, 31, 32, 33, 34, 35,
+];
+
 /// The 16 bytes of `uid` when it is a lowercase canonical UUID (exactly what
 /// [`format_uuid`] gives back); else `None`.
 fn parse_uuid(uid: &str) -> Option<[u64; 2]> {
-    let b = uid.as_bytes();
-    if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
+    let b: &[u8; 36] = uid.as_bytes().try_into().ok()?;
+    if b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
         return None;
     }
-    let mut v: u128 = 0;
-    for (i, &c) in b.iter().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            continue;
-        }
-        let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            _ => return None,
-        };
-        v = (v << 4) | u128::from(d);
+    let (mut hi, mut lo, mut bad) = (0u64, 0u64, 0u8);
+    for &at in &DIGITS[..16] {
+        let d = HEX[b[at] as usize];
+        bad |= d;
+        hi = (hi << 4) | u64::from(d & 0xf);
     }
-    Some([(v >> 64) as u64, v as u64])
+    for &at in &DIGITS[16..] {
+        let d = HEX[b[at] as usize];
+        bad |= d;
+        lo = (lo << 4) | u64::from(d & 0xf);
+    }
+    (bad & 0xf0 == 0).then_some([hi, lo])
 }
 
 /// The text of a UUID key: lowercase, `8-4-4-4-12`.
@@ -126,7 +148,9 @@ fn format_uuid(u: [u64; 2]) -> String {
 /// ```
 #[derive(Clone, Default)]
 pub struct Counts {
-    uuids: HashMap<[u64; 2], Slot>,
+    /// foldhash, seeded at random per process and per map (as kevents-core's caches): its
+    /// collisions cannot be chosen in advance, at a fraction of SipHash's cost.
+    uuids: HashMap<[u64; 2], Slot, foldhash::fast::RandomState>,
     others: HashMap<Box<str>, Slot>,
     namespaces: Vec<Box<str>>,
     ns_index: HashMap<Box<str>, u32>,
@@ -140,7 +164,7 @@ impl Counts {
     /// ```
     pub fn with_capacity(events: usize) -> Self {
         Counts {
-            uuids: HashMap::with_capacity(events),
+            uuids: HashMap::with_capacity_and_hasher(events, Default::default()),
             ..Counts::default()
         }
     }
