@@ -583,7 +583,7 @@ impl JetStream {
         let s = context
             .get_stream(&self.config.stream)
             .await
-            .map_err(resume)?;
+            .map_err(|e| resume(format!("reading the stream: {e}")))?;
         // A pull consumer: the client asks for a batch at a time. (A push consumer replaying
         // at once filled the client's subscription buffer: 75 MiB held for 100 000 events.)
         let consumer = s
@@ -594,7 +594,11 @@ impl JetStream {
                 ..Default::default()
             })
             .await
-            .map_err(resume)?;
+            .map_err(|e| {
+                resume(format!(
+                    "creating the consumer of every event's last record: {e}"
+                ))
+            })?;
         let pending = consumer.cached_info().num_pending;
         if pending == 0 {
             return Ok(());
@@ -606,9 +610,11 @@ impl JetStream {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64)
             - self.config.resume_ttl.as_secs() as i64;
-        let mut messages = consumer.messages().await.map_err(resume)?;
+        let last =
+            |e: &dyn std::fmt::Display| resume(format!("reading every event's last record: {e}"));
+        let mut messages = consumer.messages().await.map_err(|e| last(&e))?;
         while let Some(m) = messages.next().await {
-            let m = m.map_err(resume)?;
+            let m = m.map_err(|e| last(&e))?;
             let info = m.info().map_err(resume)?;
             let (pending, published) = (info.pending, info.published.unix_timestamp());
             if published >= oldest {
@@ -646,17 +652,23 @@ impl ResumeStore for JetStream {
         let mut point = ResumePoint::default();
         self.begin_term().await?;
         self.last_counts(&mut point.counts).await?;
+        let bucket =
+            |e: &dyn std::fmt::Display| resume(format!("reading the saved resourceVersions: {e}"));
         let mut info = self
             .context
             .get_stream(format!("KV_{}", self.config.bucket))
             .await
-            .map_err(resume)?;
-        if info.info().await.map_err(resume)?.state.messages == 0 {
+            .map_err(|e| bucket(&e))?;
+        if info.info().await.map_err(|e| bucket(&e))?.state.messages == 0 {
             return Ok(point);
         }
-        let mut watch = self.kv.watch_with_history("rv.>").await.map_err(resume)?;
+        let mut watch = self
+            .kv
+            .watch_with_history("rv.>")
+            .await
+            .map_err(|e| bucket(&e))?;
         while let Some(entry) = watch.next().await {
-            let entry = entry.map_err(resume)?;
+            let entry = entry.map_err(|e| bucket(&e))?;
             let last = entry.delta == 0;
             if entry.operation == kv::Operation::Put
                 && let Some(scope) = entry.key.strip_prefix("rv.")
