@@ -9,7 +9,7 @@ use kevents_core::request::{APPLICATION_JSON, Client, Method, Transport, check_p
 use serde_json::{Value, json};
 
 use crate::store::{ResumePoint, ResumeStore};
-use crate::{ExportError, ExportRecord};
+use crate::{Counts, ExportError, ExportRecord};
 
 /// The largest ConfigMap this store writes (the apiserver refuses objects above 1 MiB).
 pub const MAX_CONFIGMAP_BYTES: usize = 900 << 10;
@@ -140,7 +140,7 @@ impl<T: Transport> ConfigMapResume<T> {
             .point
             .counts
             .iter()
-            .map(|(uid, (count, ns))| (uid.clone(), json!([count, ns])))
+            .map(|(uid, count, ns)| (uid, json!([count, ns])))
             .collect();
         let data = json!({
             "format": "kevents-export/v1",
@@ -210,7 +210,16 @@ impl<T: Transport> ResumeStore for ConfigMapResume<T> {
         }
         let object: Value = serde_json::from_slice(&r.body).map_err(resume_err)?;
         let data = object.get("data").cloned().unwrap_or(Value::Null);
-        let counts: HashMap<String, (u64, String)> = field(&data, "counts")?;
+        let stored: HashMap<String, (u64, String)> = field(&data, "counts")?;
+        let mut counts = Counts::with_capacity(stored.len());
+        for (uid, (count, ns)) in &stored {
+            // A count no event can hold would silence the event for good: refused, warned.
+            if !counts.insert(uid, *count, ns) {
+                tracing::warn!(configmap = %self.shown(), count,
+                    "the resume ConfigMap holds an impossible count for an event: ignored");
+            }
+        }
+        drop(stored);
         let pending: Vec<ExportRecord> = field(&data, "pending")?;
         let resource_versions: HashMap<String, String> = field(&data, "resourceVersions")?;
         self.version = object
@@ -236,7 +245,7 @@ impl<T: Transport> ResumeStore for ConfigMapResume<T> {
             .retain(|p| p.uid != record.uid || p.count > record.count);
         self.point
             .counts
-            .insert(record.uid.clone(), (record.count, record.namespace.clone()));
+            .insert(&record.uid, record.count, &record.namespace);
         Ok(())
     }
 

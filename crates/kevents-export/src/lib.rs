@@ -6,7 +6,7 @@
 //! replica continues without losing or repeating an occurrence. See docs/export.md.
 //!
 //! Source layout: `record.rs` ([`ExportRecord`], [`Api`]), `store.rs` (the sink and store
-//! traits, [`MemoryResume`]), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
+//! traits, [`MemoryResume`]), `counts.rs` ([`Counts`]: per live event, compact), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
 //! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas),
 //! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `otlp.rs` ([`Otlp`], OTLP logs),
 //! `http_out.rs` ([`HttpOptions`]: the HTTP sinks' headers and TLS), `configmap.rs`
@@ -24,6 +24,7 @@
 pub mod __private;
 mod actor;
 mod configmap;
+mod counts;
 mod error;
 mod feed;
 pub mod history;
@@ -39,6 +40,7 @@ mod webhook;
 pub use actor::{ExportActor, StopExport};
 pub use async_nats;
 pub use configmap::ConfigMapResume;
+pub use counts::Counts;
 pub use error::ExportError;
 pub use feed::{BatchSink, FeedConfig, FeedStats, feed, feed_position};
 pub use http_out::HttpOptions;

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::store::{RecordSink, ResumeStore};
 use crate::watcher::{Item, ScopeConfig, run_scope};
-use crate::{Api, ExportError, ExportRecord};
+use crate::{Api, Counts, ExportError, ExportRecord};
 
 /// What to watch and how.
 ///
@@ -137,16 +137,6 @@ impl Incomplete {
     }
 }
 
-/// Per live event: its last exported count and namespace (an index into the interned
-/// namespaces).
-#[derive(Debug, Clone, Copy)]
-struct Known {
-    count: u64,
-    ns: u32,
-    /// Whether a lower count was read and warned about (once per uid).
-    lowered: bool,
-}
-
 /// What a record read means against the counts exported ([`State::delta`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Seen {
@@ -159,26 +149,31 @@ pub(crate) enum Seen {
     OtherNamespace(String),
 }
 
+/// Per live event what deduplication and the fence need: its last exported count and
+/// namespace, a flag for a count read lower (warned once), and a mark for the list of its
+/// scope in progress (events known before a relist and not in it were deleted unread), in
+/// [`Counts`]' compact entries.
 pub(crate) struct State {
-    known: HashMap<Box<str>, Known>,
-    namespaces: Vec<String>,
-    ns_index: HashMap<String, u32>,
+    known: Counts,
 }
 
 impl State {
     /// No event known yet, room for `live` of them.
     pub(crate) fn with_capacity(live: usize) -> Self {
         State {
-            known: HashMap::with_capacity(live),
-            namespaces: Vec::new(),
-            ns_index: HashMap::new(),
+            known: Counts::with_capacity(live),
         }
+    }
+
+    /// Continues from a resume point's counts (moved, not copied).
+    fn from_counts(known: Counts) -> Self {
+        State { known }
     }
 
     /// Sets `record`'s delta against the last count exported for its uid when it carries
     /// occurrences not exported yet ([`Seen::New`], delta set); else says why not.
     pub(crate) fn delta(&mut self, record: &mut ExportRecord) -> Seen {
-        let Some(known) = self.known.get_mut(record.uid.as_str()) else {
+        let Some(known) = self.known.slot(&record.uid) else {
             if record.count == 0 {
                 return Seen::Nothing {
                     lowered: false,
@@ -188,35 +183,28 @@ impl State {
             record.delta = record.count;
             return Seen::New { previous: 0 };
         };
-        let ns = self.namespaces.get(known.ns as usize).map(String::as_str);
-        if let Some(first) = ns.filter(|ns| *ns != record.namespace) {
+        let first = self.known.namespace(known.ns());
+        if first != record.namespace {
             return Seen::OtherNamespace(first.to_owned());
         }
-        if record.count <= known.count {
-            let lowered = record.count < known.count && !known.lowered;
-            known.lowered |= lowered;
-            return Seen::Nothing {
-                lowered,
-                exported: known.count,
-            };
+        let exported = known.count();
+        if record.count <= exported {
+            let lowered = record.count < exported && !known.lowered();
+            if lowered && let Some(slot) = self.known.slot_mut(&record.uid) {
+                slot.set_lowered();
+            }
+            return Seen::Nothing { lowered, exported };
         }
-        record.delta = record.count - known.count;
-        Seen::New {
-            previous: known.count,
-        }
+        record.delta = record.count - exported;
+        Seen::New { previous: exported }
     }
 
     /// Remembers `record`'s count and namespace as its uid's last export.
     pub(crate) fn remember(&mut self, record: &ExportRecord) {
-        let ns = self.intern(&record.namespace);
-        self.known.insert(
-            record.uid.clone().into_boxed_str(),
-            Known {
-                count: record.count,
-                ns,
-                lowered: false,
-            },
-        );
+        // Records come from `ExportRecord::read`: counts at most MAX_COUNT.
+        let count = u32::try_from(record.count.min(crate::MAX_COUNT)).unwrap_or(u32::MAX >> 1);
+        let ns = self.known.intern(&record.namespace);
+        self.known.put(&record.uid, count, ns);
     }
 
     /// Events known.
@@ -224,14 +212,57 @@ impl State {
         self.known.len()
     }
 
-    fn intern(&mut self, ns: &str) -> u32 {
-        if let Some(&i) = self.ns_index.get(ns) {
-            return i;
+    /// Whether `uid` is known.
+    fn contains(&self, uid: &str) -> bool {
+        self.known.contains(uid)
+    }
+
+    /// Forgets `uid`; whether it was known.
+    fn remove(&mut self, uid: &str) -> bool {
+        self.known.remove(uid)
+    }
+
+    /// Whether an event of namespace index `ns` is in the scope of namespace `scope`
+    /// (`scope_ns`: its index, if any event had it; `""`: the whole cluster).
+    fn in_scope(scope: &str, scope_ns: Option<u32>, ns: u32) -> bool {
+        scope.is_empty() || scope_ns == Some(ns)
+    }
+
+    /// A list of scope `scope` (a namespace, `""`: the whole cluster) begins: none of its
+    /// events is marked read by it yet.
+    fn list_started(&mut self, scope: &str) {
+        let scope_ns = self.known.namespace_index(scope);
+        self.known.retain(|slot| {
+            if Self::in_scope(scope, scope_ns, slot.ns()) {
+                slot.set_listed(false);
+            }
+            true
+        });
+    }
+
+    /// The list of scope `scope` read `uid`: marked, if it is an event of that scope. (An
+    /// event first exported from that list is marked when remembered.)
+    fn listed(&mut self, scope: &str, uid: &str) {
+        let scope_ns = self.known.namespace_index(scope);
+        if let Some(slot) = self.known.slot_mut(uid)
+            && Self::in_scope(scope, scope_ns, slot.ns())
+        {
+            slot.set_listed(true);
         }
-        let i = u32::try_from(self.namespaces.len()).unwrap_or(u32::MAX);
-        self.namespaces.push(ns.to_owned());
-        self.ns_index.insert(ns.to_owned(), i);
-        i
+    }
+
+    /// The list of scope `scope` ended: its events it did not read are forgotten (the uids
+    /// given back), the marks of the others cleared.
+    fn list_ended(&mut self, scope: &str) -> Vec<String> {
+        let scope_ns = self.known.namespace_index(scope);
+        self.known.retain(|slot| {
+            if !Self::in_scope(scope, scope_ns, slot.ns()) {
+                return true;
+            }
+            let listed = slot.listed();
+            slot.set_listed(false);
+            listed
+        })
     }
 }
 
@@ -265,18 +296,8 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
 ) -> Result<ExportStats, ExportError> {
     let mut stats = ExportStats::default();
     let point = store.load().await?;
-    let mut state = State::with_capacity(point.counts.len());
-    for (uid, (count, ns)) in point.counts {
-        let ns = state.intern(&ns);
-        state.known.insert(
-            uid.into_boxed_str(),
-            Known {
-                count,
-                ns,
-                lowered: false,
-            },
-        );
-    }
+    let mut point = point;
+    let mut state = State::from_counts(std::mem::take(&mut point.counts));
     // Records begun before a crash: delivered again with the same key (stored once).
     sink.deliver_batch(&point.pending).await?;
     store.commit_batch(&point.pending).await?;
@@ -288,7 +309,11 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
     let namespaces = if config.namespaces.is_empty() {
         vec![String::new()]
     } else {
-        config.namespaces.clone()
+        // One scope per namespace (a list's marks are per namespace: `State::listed`).
+        let mut seen = HashSet::new();
+        let mut namespaces = config.namespaces.clone();
+        namespaces.retain(|ns| seen.insert(ns.clone()));
+        namespaces
     };
     let (tx, mut rx) = mpsc::channel::<Item>(1024);
     let mut scopes = Vec::new();
@@ -316,7 +341,8 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
     }
     drop(tx);
     let aborter = Aborter(tasks);
-    let mut listing: HashMap<usize, HashSet<Box<str>>> = HashMap::new();
+    // The scopes whose list is in progress (their events read are marked in `state`).
+    let mut listing: HashSet<usize> = HashSet::new();
     // Scopes without a resume point: their first list reads events older than the export.
     let mut fresh: HashSet<usize> = (0..scopes.len())
         .filter(|i| {
@@ -395,14 +421,14 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
         if let Some(every) = config.progress
             && last_progress.elapsed() >= every
         {
-            stats.live = state.known.len() as u64;
+            stats.live = state.live() as u64;
             progress(&stats, started);
             last_progress = Instant::now();
         }
     };
     drop(aborter);
     save(&mut store, &scopes, &mut unsaved).await?;
-    stats.live = state.known.len() as u64;
+    stats.live = state.live() as u64;
     if config.progress.is_some() {
         progress(&stats, started);
     }
@@ -476,23 +502,26 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                 // before the export.
                 lists.fresh.remove(&scope);
             }
-            listing.insert(scope, HashSet::new());
+            listing.insert(scope);
+            state.list_started(scopes.get(scope).map_or("", |(_, ns)| ns.as_str()));
             // Nothing before the list's end may be saved as this scope's resume point.
             unsaved.remove(&scope);
         }
         Item::Upsert { scope, object, rv } => {
             if let Some(record) = readable(config.api, &object, stats) {
-                let known = state.known.contains_key(record.uid.as_str());
-                let from = match listing.get_mut(&scope) {
-                    Some(seen) => {
-                        seen.insert(record.uid.clone().into_boxed_str());
-                        if lists.fresh.contains(&scope) && !known {
-                            From::BeforeStart
-                        } else {
-                            From::Gap
-                        }
+                let known = state.contains(&record.uid);
+                let from = if listing.contains(&scope) {
+                    state.listed(
+                        scopes.get(scope).map_or("", |(_, ns)| ns.as_str()),
+                        &record.uid,
+                    );
+                    if lists.fresh.contains(&scope) && !known {
+                        From::BeforeStart
+                    } else {
+                        From::Gap
                     }
-                    None => From::Watch,
+                } else {
+                    From::Watch
                 };
                 let delta = stage(record, state, stats, batch);
                 match from {
@@ -518,7 +547,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
             }
             // Saved once the batch is stored.
             if let Some(rv) = rv
-                && !listing.contains_key(&scope)
+                && !listing.contains(&scope)
             {
                 batch.rvs.push((scope, rv));
             }
@@ -529,7 +558,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
                 let uid = record.uid.clone();
                 stage(record, state, stats, batch);
                 flush(batch, state, sink, store, stats, unsaved).await?;
-                if state.known.remove(uid.as_str()).is_some() {
+                if state.remove(&uid) {
                     store.forget(&uid).await?;
                 }
             }
@@ -537,24 +566,14 @@ async fn handle<S: RecordSink, R: ResumeStore>(
         }
         Item::ListEnd { scope, rv } => {
             // Events of this scope known before and not listed were deleted meanwhile.
-            let seen = listing.remove(&scope).unwrap_or_default();
-            let ns = scopes.get(scope).map(|(_, ns)| ns.as_str()).unwrap_or("");
-            let gone: Vec<Box<str>> = state
-                .known
-                .iter()
-                .filter(|(uid, k)| {
-                    (ns.is_empty() || state.namespaces.get(k.ns as usize).is_some_and(|n| n == ns))
-                        && !seen.contains(*uid)
-                })
-                .map(|(uid, _)| uid.clone())
-                .collect();
+            listing.remove(&scope);
+            let gone = state.list_ended(scopes.get(scope).map_or("", |(_, ns)| ns.as_str()));
             if !gone.is_empty() {
                 stats.incomplete.deleted_unread += gone.len() as u64;
                 metrics::counter!("kevents_export_incomplete_events_total", "cause" => "deleted_unread")
                     .increment(gone.len() as u64);
             }
             for uid in gone {
-                state.known.remove(&uid);
                 store.forget(&uid).await?;
             }
             lists.fresh.remove(&scope);
@@ -599,10 +618,10 @@ fn readable(api: Api, object: &serde_json::Value, stats: &mut ExportStats) -> Op
     }
 }
 
-/// The lists in progress per scope (the uids they read), and the scopes whose first list
-/// reads events older than the export.
+/// The scopes whose list is in progress (the events they read marked in the state), and the
+/// scopes whose first list reads events older than the export.
 struct Lists<'a> {
-    listing: &'a mut HashMap<usize, HashSet<Box<str>>>,
+    listing: &'a mut HashSet<usize>,
     fresh: &'a mut HashSet<usize>,
 }
 
@@ -697,3 +716,6 @@ async fn flush<S: RecordSink, R: ResumeStore>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

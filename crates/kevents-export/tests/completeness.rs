@@ -70,7 +70,7 @@ kevents_testkit::real_apiserver_tests! {
         }
         // A resume point that knows an event since deleted (its uid is not listed).
         let mut point = ResumePoint::default();
-        point.counts.insert("00000000-dead-dead-dead-000000000000".into(), (4, ns.to_owned()));
+        point.counts.insert("00000000-dead-dead-dead-000000000000", 4, ns);
         let store = MemoryResume::from_point(point);
         let sink = Collected::default();
         let stats = run_until(&admin, ns, store.clone(), sink.clone(), async {}, |r| r.len() >= 3).await;
