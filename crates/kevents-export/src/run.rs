@@ -42,6 +42,10 @@ pub struct ExportConfig {
     pub save_interval: Duration,
     /// Print a progress line on stderr this often (`None`: never).
     pub progress: Option<Duration>,
+    /// Export only this shard's events ([`crate::Shard`]): its `shardSelector` is asked of
+    /// the apiserver (KEP-5866), and every event read is checked against its hash range
+    /// whether the server filtered or not. `None`: every event.
+    pub shard: Option<crate::Shard>,
 }
 
 impl Default for ExportConfig {
@@ -56,6 +60,7 @@ impl Default for ExportConfig {
             max_page_bytes: 64 << 20,
             save_interval: Duration::from_secs(1),
             progress: None,
+            shard: None,
         }
     }
 }
@@ -296,6 +301,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
             page_size: config.page_size,
             max_line_bytes: config.max_line_bytes,
             max_page_bytes: config.max_page_bytes,
+            shard: config.shard,
         };
         let start_rv = point.resource_versions.get(&key).cloned();
         tasks.push(tokio::spawn(run_scope(
@@ -449,7 +455,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
             unsaved.remove(&scope);
         }
         Item::Upsert { scope, object, rv } => {
-            if let Some(record) = readable(config.api, &object, stats) {
+            if let Some(record) = readable(config, &object, stats) {
                 let known = state.known.contains_key(record.uid.as_str());
                 let from = match listing.get_mut(&scope) {
                     Some(seen) => {
@@ -492,7 +498,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
         }
         Item::Deleted { scope, object, rv } => {
             // Its last state may carry occurrences not read yet: export them first.
-            if let Some(record) = readable(config.api, &object, stats) {
+            if let Some(record) = readable(config, &object, stats) {
                 let uid = record.uid.clone();
                 export(record, state, sink, store, stats).await?;
                 if state.known.remove(uid.as_str()).is_some() {
@@ -543,9 +549,15 @@ async fn handle<S: RecordSink, R: ResumeStore>(
 }
 
 /// The record of a listed or watched object, or `None` counted and warned (at most one line
-/// a minute per cause, with how many since) when it is malformed.
-fn readable(api: Api, object: &serde_json::Value, stats: &mut ExportStats) -> Option<ExportRecord> {
-    match ExportRecord::read(api, object) {
+/// a minute per cause, with how many since) when it is malformed; `None` too when it is
+/// another shard's (a server that does not filter by the shard sends every event).
+fn readable(
+    config: &ExportConfig,
+    object: &serde_json::Value,
+    stats: &mut ExportStats,
+) -> Option<ExportRecord> {
+    match ExportRecord::read(config.api, object) {
+        Ok(record) if config.shard.is_some_and(|s| !s.owns(&record.uid)) => None,
         Ok(record) => Some(record),
         Err(why) => {
             stats.malformed = stats.malformed.saturating_add(1);

@@ -1,0 +1,479 @@
+//! `kevents export --shards N`: the events split into N shards by their uid's FNV-1a hash
+//! (kevents-export's [`Shard`]), each exported by its own run into its own stream
+//! `{stream}-{i}of{N}` (its own resume point and fence). Without `--leader-elect` this
+//! process runs every shard. With it, each shard is led through its own Lease
+//! `{lease-name}-{i}` (client-go's semantics, kevents-runtime's elector), and the replicas
+//! share the shards: each holds one membership Lease `{lease-name}-member-{j}` (j < N), counts
+//! the live members M, and leads at most ceil(N / M) shards, releasing the extras (the Lease
+//! written with no holder, as client-go's release) so that the others take them at their
+//! next try. A shard whose Lease is lost stops its run at once; a late write of a deposed
+//! holder is refused by the shard stream's fence. docs/export.md, "Shards", says why.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kevents_core::request::{Client, Method};
+use kevents_export::{
+    ExportConfig, ExportError, ExportRecord, ExportStats, JetStream, JetStreamConfig, RecordSink,
+    Shard,
+};
+use kevents_http::HttpSink;
+use kevents_runtime::lease::{LeaderElector, LeaderHandle, LeaseConfig, LeaseError};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A shard's stream, opened (created if missing) after the layout was checked: the streams
+/// of an export must all have been made with the same N ([`kevents_export::shard::check_layout`]).
+pub(crate) async fn open_streams(
+    nats: &kevents_export::async_nats::Client,
+    base: &JetStreamConfig,
+    count: u32,
+) -> Result<Vec<(Shard, JetStream)>, ExportError> {
+    let context = kevents_export::async_nats::jetstream::new(nats.clone());
+    kevents_export::shard::check_layout(&context, &base.stream, Some(count)).await?;
+    let mut out = Vec::new();
+    for shard in Shard::all(count)? {
+        let mut config = JetStreamConfig::new(&shard.stream(&base.stream));
+        config.replicas = base.replicas;
+        config.identity = base.identity.clone();
+        config.validate()?;
+        out.push((shard, JetStream::open(nats.clone(), config).await?));
+    }
+    Ok(out)
+}
+
+/// The shard's stream as a sink that also counts its records per shard
+/// (`kevents_export_shard_records_total{shard}`).
+#[derive(Clone)]
+struct Counted {
+    js: JetStream,
+    shard: String,
+}
+
+impl RecordSink for Counted {
+    async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
+        self.js.deliver(record).await?;
+        metrics::counter!("kevents_export_shard_records_total", "shard" => self.shard.clone())
+            .increment(1);
+        Ok(())
+    }
+}
+
+/// One run of `shard` from its resume point until `shutdown`.
+async fn run_shard(
+    apiserver: HttpSink,
+    mut config: ExportConfig,
+    shard: Shard,
+    js: JetStream,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<ExportStats, ExportError> {
+    config.shard = Some(shard);
+    let sink = Counted {
+        js: js.clone(),
+        shard: shard.index().to_string(),
+    };
+    kevents_export::run(apiserver, config, sink, js, shutdown).await
+}
+
+/// Registers the per-shard families at zero for every shard.
+fn register(count: u32) {
+    for i in 0..count {
+        let shard = i.to_string();
+        metrics::counter!("kevents_export_shard_records_total", "shard" => shard.clone())
+            .absolute(0);
+        metrics::gauge!("kevents_export_shard_led", "shard" => shard).set(0.0);
+    }
+    metrics::gauge!("kevents_export_shards_led").set(0.0);
+}
+
+/// Without `--leader-elect`: every shard in this process, each its own run, until `stop`.
+pub(crate) async fn run_all(
+    apiserver: HttpSink,
+    config: ExportConfig,
+    streams: Vec<(Shard, JetStream)>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<ExportStats, ExportError> {
+    register(streams.len() as u32);
+    let (tx, rx) = watch::channel(false);
+    metrics::gauge!("kevents_export_shards_led").set(streams.len() as f64);
+    let runs: Vec<JoinHandle<Result<ExportStats, ExportError>>> = streams
+        .into_iter()
+        .map(|(shard, js)| {
+            metrics::gauge!("kevents_export_shard_led", "shard" => shard.index().to_string())
+                .set(1.0);
+            let mut rx = rx.clone();
+            tokio::task::spawn_local(run_shard(
+                apiserver.clone(),
+                config.clone(),
+                shard,
+                js,
+                async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                },
+            ))
+        })
+        .collect();
+    // Until stopped, or until a run ends (its store failed): then the others stop too.
+    let any_done = async {
+        while !runs.iter().any(|r| r.is_finished()) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        () = stop => {}
+        () = any_done => {}
+    }
+    let _ = tx.send(true);
+    let mut results = Vec::new();
+    for run in runs {
+        results.push(
+            run.await
+                .map_err(|e| ExportError::Sink(format!("a shard's run: {e}")))?,
+        );
+    }
+    let mut total = ExportStats::default();
+    for stats in results {
+        add(&mut total, &stats?);
+    }
+    Ok(total)
+}
+
+fn add(total: &mut ExportStats, stats: &ExportStats) {
+    total.records += stats.records;
+    total.occurrences += stats.occurrences;
+    total.incomplete.before_start += stats.incomplete.before_start;
+    total.incomplete.watch_gap += stats.incomplete.watch_gap;
+    total.incomplete.deleted_unread += stats.incomplete.deleted_unread;
+}
+
+/// The Lease's path.
+fn lease_path(namespace: &str, name: &str) -> String {
+    format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+}
+
+/// What a membership slot's Lease said when last read, and when that last changed.
+struct Seen {
+    holder: String,
+    renewed: String,
+    changed: Instant,
+}
+
+/// This replica's membership: one slot Lease `{lease}-member-{j}` held (client-go's
+/// election on it), and the slots' holders as read every retry period; a slot is live while
+/// its record changes within its lease duration (observed here, as client-go judges expiry:
+/// no clock is compared across machines).
+struct Members {
+    client: Client<HttpSink>,
+    template: LeaseConfig,
+    slots: usize,
+    electors: Vec<Option<LeaderElector<HttpSink>>>,
+    mine: Option<usize>,
+    /// When this replica's slot was last renewed.
+    renewed: Instant,
+    seen: Vec<Option<Seen>>,
+}
+
+impl Members {
+    fn new(client: Client<HttpSink>, template: LeaseConfig, slots: usize) -> Self {
+        Members {
+            client,
+            template,
+            slots,
+            electors: (0..slots).map(|_| None).collect(),
+            mine: None,
+            renewed: Instant::now(),
+            seen: (0..slots).map(|_| None).collect(),
+        }
+    }
+
+    fn slot_name(&self, j: usize) -> String {
+        format!("{}-member-{j}", self.template.name)
+    }
+
+    fn elector(&mut self, j: usize) -> Result<&mut LeaderElector<HttpSink>, LeaseError> {
+        if self.electors[j].is_none() {
+            let config = LeaseConfig {
+                name: self.slot_name(j),
+                ..self.template.clone()
+            };
+            self.electors[j] = Some(LeaderElector::new(self.client.clone(), config)?);
+        }
+        match self.electors[j].as_mut() {
+            Some(e) => Ok(e),
+            None => Err(LeaseError::EmptyIdentity),
+        }
+    }
+
+    /// Reads every slot, renews this replica's (or takes a free one); the live members.
+    async fn refresh(&mut self) -> usize {
+        let now = Instant::now();
+        for j in 0..self.slots {
+            let path = lease_path(&self.template.namespace, &self.slot_name(j));
+            let read = self
+                .client
+                .send(Method::Get, path, None, Vec::new(), 1 << 20)
+                .await;
+            let (holder, renewed) = match read {
+                Ok(r) if r.code == 404 => (String::new(), String::new()),
+                Ok(r) if (200..300).contains(&r.code) => {
+                    let lease: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+                    let s = |k: &str| lease["spec"][k].as_str().unwrap_or_default().to_owned();
+                    (s("holderIdentity"), s("renewTime"))
+                }
+                // Unreadable now: judged by what was read before.
+                _ => continue,
+            };
+            let slot = &mut self.seen[j];
+            if slot
+                .as_ref()
+                .is_none_or(|s| s.holder != holder || s.renewed != renewed)
+            {
+                *slot = Some(Seen {
+                    holder,
+                    renewed,
+                    changed: now,
+                });
+            }
+        }
+        let deadline = self.template.renew_deadline;
+        if let Some(j) = self.mine {
+            let renewal = match self.elector(j) {
+                Ok(e) => tokio::time::timeout(deadline, e.try_acquire_or_renew())
+                    .await
+                    .unwrap_or(Err(LeaseError::Deadline(deadline))),
+                Err(e) => Err(e),
+            };
+            match renewal {
+                Ok(()) => self.renewed = Instant::now(),
+                Err(e) => {
+                    tracing::debug!(error = %e, slot = j, "membership not renewed");
+                    if matches!(e, LeaseError::HeldByOther { .. })
+                        || self.renewed.elapsed() > deadline
+                    {
+                        tracing::warn!(slot = j, error = %e, "membership Lease lost");
+                        self.mine = None;
+                    }
+                }
+            }
+        }
+        if self.mine.is_none() {
+            let free: Vec<usize> = (0..self.slots).filter(|j| !self.live(*j)).collect();
+            for j in free {
+                let attempt = match self.elector(j) {
+                    Ok(e) => tokio::time::timeout(deadline, e.try_acquire_or_renew())
+                        .await
+                        .unwrap_or(Err(LeaseError::Deadline(deadline))),
+                    Err(e) => Err(e),
+                };
+                if attempt.is_ok() {
+                    tracing::info!(slot = j, "membership Lease taken");
+                    self.mine = Some(j);
+                    self.renewed = Instant::now();
+                    break;
+                }
+            }
+        }
+        (0..self.slots)
+            .filter(|j| self.live(*j) || self.mine == Some(*j))
+            .count()
+    }
+
+    fn live(&self, j: usize) -> bool {
+        self.seen[j].as_ref().is_some_and(|s| {
+            !s.holder.is_empty()
+                && (s.holder == self.template.identity
+                    || s.changed.elapsed() < self.template.lease_duration)
+        })
+    }
+
+    async fn release(&mut self) {
+        if let Some(j) = self.mine.take()
+            && let Ok(e) = self.elector(j)
+            && let Err(e) = e.release().await
+        {
+            tracing::warn!("releasing the membership Lease: {e}");
+        }
+    }
+}
+
+/// A shard this replica competes for or leads.
+struct Led {
+    handle: LeaderHandle,
+    run: Option<Running>,
+}
+
+struct Running {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<ExportStats, ExportError>>,
+}
+
+/// With `--leader-elect`: lead shards as the balance allows, until `stop`.
+pub(crate) async fn run_elected(
+    apiserver: HttpSink,
+    config: ExportConfig,
+    streams: Vec<(Shard, JetStream)>,
+    lease: LeaseConfig,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<ExportStats> {
+    let count = streams.len();
+    register(count as u32);
+    let streams: BTreeMap<u32, (Shard, JetStream)> = streams
+        .into_iter()
+        .map(|(s, js)| (s.index(), (s, js)))
+        .collect();
+    let mut members = Members::new(apiserver.requests(), lease.clone(), count);
+    let mut shards: BTreeMap<u32, Led> = BTreeMap::new();
+    let mut total = ExportStats::default();
+    let retry = lease.retry_period;
+    let mut next_refresh = Instant::now();
+    let mut cap = 0usize;
+    let tick = Duration::from_millis(100).min(retry);
+    tokio::pin!(stop);
+    let result: anyhow::Result<()> = loop {
+        tokio::select! {
+            () = &mut stop => break Ok(()),
+            () = tokio::time::sleep(tick) => {}
+        }
+        if Instant::now() >= next_refresh {
+            let live = members.refresh().await;
+            cap = if members.mine.is_some() {
+                count.div_ceil(live.max(1))
+            } else {
+                0
+            };
+            next_refresh = Instant::now() + retry;
+        }
+        // Runs that ended: the Lease was lost (already stopped), fenced, or failed.
+        let mut failed = None;
+        let mut fenced = Vec::new();
+        for (i, led) in shards.iter_mut() {
+            if led.run.as_ref().is_some_and(|r| r.task.is_finished())
+                && let Some(run) = led.run.take()
+            {
+                match run.task.await {
+                    Ok(Ok(stats)) => add(&mut total, &stats),
+                    Ok(Err(e)) if e.is_fenced() => {
+                        metrics::counter!("kevents_export_fenced_total").increment(1);
+                        eprintln!(
+                            "export: {} was fenced off shard {i}'s stream ({e}); giving the shard up",
+                            lease.identity
+                        );
+                        fenced.push(*i);
+                    }
+                    Ok(Err(e)) => failed = Some(crate::export_cmd::store_failure(e)),
+                    Err(e) => failed = Some(anyhow::anyhow!("shard {i}'s run: {e}")),
+                }
+            }
+        }
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        // A fenced shard is given up: another replica (or this one, later) begins a new term.
+        for i in fenced {
+            if let Some(led) = shards.remove(&i) {
+                give_up(led, &mut total).await;
+            }
+        }
+        // Start the runs of the shards just led.
+        for (i, led) in shards.iter_mut() {
+            if led.handle.is_leader() && led.run.is_none() {
+                let (shard, js) = streams[i].clone();
+                let (tx, mut rx) = watch::channel(false);
+                let mut changes = led.handle.changes();
+                let run = run_shard(apiserver.clone(), config.clone(), shard, js, async move {
+                    tokio::select! {
+                        _ = changes.wait_for(|leading| !*leading) => {}
+                        _ = rx.wait_for(|s| *s) => {}
+                    }
+                });
+                eprintln!("export: {} leads shard {shard}", lease.identity);
+                metrics::counter!("kevents_export_leader_changes_total").increment(1);
+                led.run = Some(Running {
+                    stop: tx,
+                    task: tokio::task::spawn_local(run),
+                });
+            }
+        }
+        let leading: Vec<u32> = shards
+            .iter()
+            .filter(|(_, l)| l.handle.is_leader())
+            .map(|(i, _)| *i)
+            .collect();
+        // More than this replica's share: release the last ones (another replica takes them).
+        let mut extra = leading.len().saturating_sub(cap);
+        for i in leading.iter().rev() {
+            if extra == 0 {
+                break;
+            }
+            if let Some(led) = shards.remove(i) {
+                eprintln!(
+                    "export: {} gives shard {i} up (leads {} of at most {cap})",
+                    lease.identity,
+                    leading.len()
+                );
+                give_up(led, &mut total).await;
+            }
+            extra -= 1;
+        }
+        let leading = leading.len().min(cap);
+        if leading < cap {
+            // Compete for every shard not led here.
+            for i in streams.keys() {
+                if !shards.contains_key(i) {
+                    let config = LeaseConfig {
+                        name: streams[i].0.lease(&lease.name),
+                        ..lease.clone()
+                    };
+                    let handle = LeaderElector::new(apiserver.requests(), config)?.spawn();
+                    shards.insert(*i, Led { handle, run: None });
+                }
+            }
+        } else {
+            // At the share: stop competing (a candidate that won meanwhile gives it back).
+            let idle: Vec<u32> = shards
+                .iter()
+                .filter(|(_, l)| !l.handle.is_leader() && l.run.is_none())
+                .map(|(i, _)| *i)
+                .collect();
+            for i in idle {
+                if let Some(led) = shards.remove(&i) {
+                    give_up(led, &mut total).await;
+                }
+            }
+        }
+        let led = shards.values().filter(|l| l.handle.is_leader()).count();
+        metrics::gauge!("kevents_export_shards_led").set(led as f64);
+        metrics::gauge!("kevents_export_leader").set(if led > 0 { 1.0 } else { 0.0 });
+        for i in streams.keys() {
+            let on = shards.get(i).is_some_and(|l| l.handle.is_leader());
+            metrics::gauge!("kevents_export_shard_led", "shard" => i.to_string()).set(if on {
+                1.0
+            } else {
+                0.0
+            });
+        }
+    };
+    for (_, led) in std::mem::take(&mut shards) {
+        give_up(led, &mut total).await;
+    }
+    members.release().await;
+    metrics::gauge!("kevents_export_shards_led").set(0.0);
+    result.map(|()| total)
+}
+
+/// Stops a shard's run (it saves what it delivered) and releases its Lease.
+async fn give_up(led: Led, total: &mut ExportStats) {
+    if let Some(run) = led.run {
+        let _ = run.stop.send(true);
+        match tokio::time::timeout(Duration::from_secs(10), run.task).await {
+            Ok(Ok(Ok(stats))) => add(total, &stats),
+            Ok(Ok(Err(e))) => tracing::warn!("a shard's run ended: {e}"),
+            Ok(Err(e)) => tracing::warn!("a shard's run: {e}"),
+            Err(_) => tracing::warn!("a shard's run did not stop within 10 s"),
+        }
+    }
+    if let Err(e) = led.handle.release().await {
+        tracing::warn!("releasing a shard's Lease: {e}");
+    }
+}
