@@ -297,10 +297,25 @@ impl Members {
     }
 }
 
-/// A shard this replica competes for or leads.
+/// A shard as this replica sees it.
+enum Slot {
+    /// Competing: its Lease read (and taken when free or expired) every half retry period,
+    /// here rather than in the elector's own loop, so that a dead holder's Lease is seen
+    /// expired within a lease duration plus one retry period of its last renewal.
+    Candidate {
+        elector: Box<LeaderElector<HttpSink>>,
+        next: Instant,
+    },
+    /// Taken: the elector's loop renews it; the run exports while it leads.
+    Led(Led),
+    /// Given up to balance the shards: not competed for until then.
+    Cooling(Instant),
+}
+
 struct Led {
     handle: LeaderHandle,
     run: Option<Running>,
+    since: Instant,
 }
 
 struct Running {
@@ -322,13 +337,31 @@ pub(crate) async fn run_elected(
         .into_iter()
         .map(|(s, js)| (s.index(), (s, js)))
         .collect();
+    let candidate = |shard: &Shard| -> Result<Slot, LeaseError> {
+        let config = LeaseConfig {
+            name: shard.lease(&lease.name),
+            ..lease.clone()
+        };
+        Ok(Slot::Candidate {
+            elector: Box::new(LeaderElector::new(apiserver.requests(), config)?),
+            next: Instant::now(),
+        })
+    };
+    let mut slots: BTreeMap<u32, Slot> = BTreeMap::new();
+    for (i, (shard, _)) in &streams {
+        slots.insert(*i, candidate(shard)?);
+    }
     let mut members = Members::new(apiserver.requests(), lease.clone(), count);
-    let mut shards: BTreeMap<u32, Led> = BTreeMap::new();
     let mut total = ExportStats::default();
-    let retry = lease.retry_period;
+    let (retry, duration, deadline) = (
+        lease.retry_period,
+        lease.lease_duration,
+        lease.renew_deadline,
+    );
     let mut next_refresh = Instant::now();
     let mut cap = 0usize;
-    let tick = Duration::from_millis(100).min(retry);
+    let mut over_since: Option<Instant> = None;
+    let tick = Duration::from_millis(100).min(retry / 4);
     tokio::pin!(stop);
     let result: anyhow::Result<()> = loop {
         tokio::select! {
@@ -344,118 +377,152 @@ pub(crate) async fn run_elected(
             };
             next_refresh = Instant::now() + retry;
         }
-        // Runs that ended: the Lease was lost (already stopped), fenced, or failed.
         let mut failed = None;
-        let mut fenced = Vec::new();
-        for (i, led) in shards.iter_mut() {
-            if led.run.as_ref().is_some_and(|r| r.task.is_finished())
-                && let Some(run) = led.run.take()
-            {
-                match run.task.await {
-                    Ok(Ok(stats)) => add(&mut total, &stats),
-                    Ok(Err(e)) if e.is_fenced() => {
-                        metrics::counter!("kevents_export_fenced_total").increment(1);
-                        eprintln!(
-                            "export: {} was fenced off shard {i}'s stream ({e}); giving the shard up",
-                            lease.identity
-                        );
-                        fenced.push(*i);
+        for (i, slot) in slots.iter_mut() {
+            let shard = streams[i].0;
+            let now = Instant::now();
+            let next = match slot {
+                Slot::Cooling(until) if now >= *until => Some(candidate(&shard)?),
+                Slot::Cooling(_) => None,
+                Slot::Candidate { elector, next } if now >= *next => {
+                    let attempt = tokio::time::timeout(deadline, elector.try_acquire_or_renew())
+                        .await
+                        .unwrap_or(Err(LeaseError::Deadline(deadline)));
+                    match attempt {
+                        Ok(()) => {
+                            // Taken: the elector's own loop renews it from now on.
+                            let Slot::Candidate { elector, .. } =
+                                std::mem::replace(slot, Slot::Cooling(now))
+                            else {
+                                unreachable!("matched a candidate")
+                            };
+                            Some(Slot::Led(Led {
+                                handle: elector.spawn(),
+                                run: None,
+                                since: now,
+                            }))
+                        }
+                        Err(e) => {
+                            if matches!(e, LeaseError::Forbidden { .. }) {
+                                tracing::warn!(error = %e, %shard, "shard Lease");
+                            }
+                            *next = Instant::now() + retry / 2;
+                            None
+                        }
                     }
-                    Ok(Err(e)) => failed = Some(crate::export_cmd::store_failure(e)),
-                    Err(e) => failed = Some(anyhow::anyhow!("shard {i}'s run: {e}")),
                 }
+                Slot::Candidate { .. } => None,
+                Slot::Led(led) => {
+                    // A run that ended: the Lease was lost (it stopped at once), it was
+                    // fenced, or its store failed.
+                    let mut fenced = false;
+                    if led.run.as_ref().is_some_and(|r| r.task.is_finished())
+                        && let Some(run) = led.run.take()
+                    {
+                        match run.task.await {
+                            Ok(Ok(stats)) => add(&mut total, &stats),
+                            Ok(Err(e)) if e.is_fenced() => {
+                                metrics::counter!("kevents_export_fenced_total").increment(1);
+                                eprintln!(
+                                    "export: {} was fenced off shard {shard}'s stream ({e}); giving it up",
+                                    lease.identity
+                                );
+                                fenced = true;
+                            }
+                            Ok(Err(e)) => failed = Some(crate::export_cmd::store_failure(e)),
+                            Err(e) => failed = Some(anyhow::anyhow!("shard {shard}'s run: {e}")),
+                        }
+                    }
+                    let lost = !led.handle.is_leader() && led.since.elapsed() > deadline;
+                    if fenced || (lost && led.run.is_none()) {
+                        if let Slot::Led(led) = std::mem::replace(slot, Slot::Cooling(now)) {
+                            give_up(led, &mut total).await;
+                        }
+                        Some(if fenced {
+                            Slot::Cooling(now + duration)
+                        } else {
+                            candidate(&shard)?
+                        })
+                    } else {
+                        if led.handle.is_leader() && led.run.is_none() {
+                            let (shard, js) = streams[i].clone();
+                            let (tx, mut rx) = watch::channel(false);
+                            let mut changes = led.handle.changes();
+                            let run = run_shard(
+                                apiserver.clone(),
+                                config.clone(),
+                                shard,
+                                js,
+                                async move {
+                                    tokio::select! {
+                                        _ = changes.wait_for(|leading| !*leading) => {}
+                                        _ = rx.wait_for(|s| *s) => {}
+                                    }
+                                },
+                            );
+                            eprintln!("export: {} leads shard {shard}", lease.identity);
+                            metrics::counter!("kevents_export_leader_changes_total").increment(1);
+                            led.run = Some(Running {
+                                stop: tx,
+                                task: tokio::task::spawn_local(run),
+                            });
+                        }
+                        None
+                    }
+                }
+            };
+            if let Some(next) = next {
+                *slot = next;
             }
         }
         if let Some(e) = failed {
             break Err(e);
         }
-        // A fenced shard is given up: another replica (or this one, later) begins a new term.
-        for i in fenced {
-            if let Some(led) = shards.remove(&i) {
-                give_up(led, &mut total).await;
-            }
-        }
-        // Start the runs of the shards just led.
-        for (i, led) in shards.iter_mut() {
-            if led.handle.is_leader() && led.run.is_none() {
-                let (shard, js) = streams[i].clone();
-                let (tx, mut rx) = watch::channel(false);
-                let mut changes = led.handle.changes();
-                let run = run_shard(apiserver.clone(), config.clone(), shard, js, async move {
-                    tokio::select! {
-                        _ = changes.wait_for(|leading| !*leading) => {}
-                        _ = rx.wait_for(|s| *s) => {}
-                    }
-                });
-                eprintln!("export: {} leads shard {shard}", lease.identity);
-                metrics::counter!("kevents_export_leader_changes_total").increment(1);
-                led.run = Some(Running {
-                    stop: tx,
-                    task: tokio::task::spawn_local(run),
-                });
-            }
-        }
-        let leading: Vec<u32> = shards
+        let leading: Vec<u32> = slots
             .iter()
-            .filter(|(_, l)| l.handle.is_leader())
+            .filter(|(_, s)| matches!(s, Slot::Led(l) if l.handle.is_leader()))
             .map(|(i, _)| *i)
             .collect();
-        // More than this replica's share: release the last ones (another replica takes them).
-        let mut extra = leading.len().saturating_sub(cap);
-        for i in leading.iter().rev() {
-            if extra == 0 {
-                break;
-            }
-            if let Some(led) = shards.remove(i) {
-                eprintln!(
-                    "export: {} gives shard {i} up (leads {} of at most {cap})",
-                    lease.identity,
-                    leading.len()
-                );
-                give_up(led, &mut total).await;
-            }
-            extra -= 1;
-        }
-        let leading = leading.len().min(cap);
-        if leading < cap {
-            // Compete for every shard not led here.
-            for i in streams.keys() {
-                if !shards.contains_key(i) {
-                    let config = LeaseConfig {
-                        name: streams[i].0.lease(&lease.name),
-                        ..lease.clone()
-                    };
-                    let handle = LeaderElector::new(apiserver.requests(), config)?.spawn();
-                    shards.insert(*i, Led { handle, run: None });
+        // More than this replica's share for a whole lease duration (not a takeover that the
+        // membership has not caught up with yet): give the last ones up, and do not compete
+        // for them for a lease duration, so that the replicas under their share take them.
+        if leading.len() > cap {
+            let since = *over_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= duration {
+                for i in leading.iter().rev().take(leading.len() - cap) {
+                    eprintln!(
+                        "export: {} gives shard {i} up (leads {} of at most {cap})",
+                        lease.identity,
+                        leading.len()
+                    );
+                    if let Some(Slot::Led(led)) =
+                        slots.insert(*i, Slot::Cooling(Instant::now() + duration))
+                    {
+                        give_up(led, &mut total).await;
+                    }
                 }
+                over_since = None;
             }
         } else {
-            // At the share: stop competing (a candidate that won meanwhile gives it back).
-            let idle: Vec<u32> = shards
-                .iter()
-                .filter(|(_, l)| !l.handle.is_leader() && l.run.is_none())
-                .map(|(i, _)| *i)
-                .collect();
-            for i in idle {
-                if let Some(led) = shards.remove(&i) {
-                    give_up(led, &mut total).await;
-                }
-            }
+            over_since = None;
         }
-        let led = shards.values().filter(|l| l.handle.is_leader()).count();
-        metrics::gauge!("kevents_export_shards_led").set(led as f64);
-        metrics::gauge!("kevents_export_leader").set(if led > 0 { 1.0 } else { 0.0 });
+        let mut led = 0;
         for i in streams.keys() {
-            let on = shards.get(i).is_some_and(|l| l.handle.is_leader());
+            let on = matches!(slots.get(i), Some(Slot::Led(l)) if l.handle.is_leader());
+            led += usize::from(on);
             metrics::gauge!("kevents_export_shard_led", "shard" => i.to_string()).set(if on {
                 1.0
             } else {
                 0.0
             });
         }
+        metrics::gauge!("kevents_export_shards_led").set(led as f64);
+        metrics::gauge!("kevents_export_leader").set(if led > 0 { 1.0 } else { 0.0 });
     };
-    for (_, led) in std::mem::take(&mut shards) {
-        give_up(led, &mut total).await;
+    for (_, slot) in std::mem::take(&mut slots) {
+        if let Slot::Led(led) = slot {
+            give_up(led, &mut total).await;
+        }
     }
     members.release().await;
     metrics::gauge!("kevents_export_shards_led").set(0.0);
