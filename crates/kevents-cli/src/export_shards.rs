@@ -299,9 +299,12 @@ impl Members {
 
 /// A shard as this replica sees it.
 enum Slot {
-    /// Competing: its Lease read (and taken when free or expired) every half retry period,
-    /// here rather than in the elector's own loop, so that a dead holder's Lease is seen
-    /// expired within a lease duration plus one retry period of its last renewal.
+    /// Competing: its Lease read (and taken when free or expired) every quarter of the retry
+    /// period, here rather than in the elector's own loop (every retry period, jittered), so
+    /// that a dead holder's Lease is taken within a lease duration plus half a retry period
+    /// of its last renewal: client-go judges a Lease expired a lease duration after it saw
+    /// the record change, and each of the two reads (the one that sees the last renewal, the
+    /// one that finds it expired) may come up to a poll late.
     Candidate {
         elector: Box<LeaderElector<HttpSink>>,
         next: Instant,
@@ -406,7 +409,7 @@ pub(crate) async fn run_elected(
                             if matches!(e, LeaseError::Forbidden { .. }) {
                                 tracing::warn!(error = %e, %shard, "shard Lease");
                             }
-                            *next = Instant::now() + retry / 2;
+                            *next = Instant::now() + retry / 4;
                             None
                         }
                     }

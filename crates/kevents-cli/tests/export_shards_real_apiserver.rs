@@ -321,6 +321,24 @@ kevents_testkit::real_apiserver_tests! {
             assert!(records.len() > 1000, "{} records", records.len());
             let used: HashSet<Shard> = records.iter().map(|(s, _, _)| *s).collect();
             assert_eq!(used.len(), SHARDS as usize, "every shard holds records");
+            // `kevents history` finds the shard streams and reads them all: each event's
+            // occurrences in the window (the last hour: all of them) are its stored count.
+            let stored_now = stored(&sink).await;
+            let out = Command::new(env!("CARGO_BIN_EXE_kevents"))
+                .args(["history", "--nats", &nats_url, "--stream", "export", "-n", "default"])
+                .args(["--since", "1h", "-o", "json"])
+                .output()
+                .expect("running kevents history");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let mut listed = HashMap::new();
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let e: Value = serde_json::from_str(line).expect("a JSON line");
+                listed.insert(
+                    e["uid"].as_str().expect("uid").to_owned(),
+                    e["occurrences"].as_u64().expect("occurrences"),
+                );
+            }
+            assert_eq!(listed, stored_now, "kevents history over the shard streams");
             // The killed replica's shards were led again, each by a live replica, within the
             // lease duration plus one retry period of the kill (the acquireTime written by
             // the new holder; the test and the replicas share this machine's clock).
@@ -347,6 +365,20 @@ kevents_testkit::real_apiserver_tests! {
             // Every shard is led at the end, by a live replica.
             for (i, (holder, _)) in shard_leases(&sink).await.iter().enumerate() {
                 assert!(replicas.contains_key(holder), "shard {i} held by {holder:?}");
+            }
+            // Another N (or none) on these streams is refused, nothing written: exit 2.
+            for shards in [&["--shards", "4"][..], &[]] {
+                let out = Command::new(env!("CARGO_BIN_EXE_kevents"))
+                    .arg("export")
+                    .arg("--kubeconfig")
+                    .arg(&server.admin_kubeconfig)
+                    .args(["--namespace", "default", "--nats", &nats_url, "--stream", "export"])
+                    .args(shards)
+                    .output()
+                    .expect("running kevents export");
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(2), "{shards:?}: {err}");
+                assert!(err.contains("was written with --shards 8"), "{err}");
             }
             for (_, mut child) in replicas {
                 signal(&child, nix::sys::signal::Signal::SIGTERM);
