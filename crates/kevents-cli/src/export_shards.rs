@@ -362,6 +362,9 @@ pub(crate) async fn run_elected(
         lease.renew_deadline,
     );
     let mut next_refresh = Instant::now();
+    // Replicas started together see each other's membership before any competes (two reads
+    // of the membership Leases, a retry period apart): no replica takes every shard first.
+    let compete_from = Instant::now() + retry;
     let mut cap = 0usize;
     let mut over_since: Option<Instant> = None;
     let tick = Duration::from_millis(100).min(retry / 4);
@@ -381,16 +384,36 @@ pub(crate) async fn run_elected(
             next_refresh = Instant::now() + retry;
         }
         let mut failed = None;
+        let mut leading_now = slots
+            .values()
+            .filter(|s| matches!(s, Slot::Led(l) if l.handle.is_leader()))
+            .count();
         for (i, slot) in slots.iter_mut() {
             let shard = streams[i].0;
             let now = Instant::now();
             let next = match slot {
                 Slot::Cooling(until) if now >= *until => Some(candidate(&shard)?),
                 Slot::Cooling(_) => None,
-                Slot::Candidate { elector, next } if now >= *next => {
-                    let attempt = tokio::time::timeout(deadline, elector.try_acquire_or_renew())
-                        .await
-                        .unwrap_or(Err(LeaseError::Deadline(deadline)));
+                Slot::Candidate { elector, next } if now >= *next && now >= compete_from => {
+                    // At its share, a replica takes only a Lease whose holder stopped
+                    // renewing (a dead or frozen replica's: that must not wait for the
+                    // membership to catch up), never a free one (left to those under their
+                    // share), so it reads a free-looking Lease before it tries.
+                    let at_share = leading_now >= cap;
+                    let free = at_share
+                        && elector.observed_holder().is_empty()
+                        && lease_holder(&apiserver, &lease.namespace, &shard.lease(&lease.name))
+                            .await
+                            .is_none_or(|h| h.is_empty());
+                    let attempt = if free {
+                        Err(LeaseError::HeldByOther {
+                            holder: String::new(),
+                        })
+                    } else {
+                        tokio::time::timeout(deadline, elector.try_acquire_or_renew())
+                            .await
+                            .unwrap_or(Err(LeaseError::Deadline(deadline)))
+                    };
                     match attempt {
                         Ok(()) => {
                             // Taken: the elector's own loop renews it from now on.
@@ -399,6 +422,7 @@ pub(crate) async fn run_elected(
                             else {
                                 unreachable!("matched a candidate")
                             };
+                            leading_now += 1;
                             Some(Slot::Led(Led {
                                 handle: elector.spawn(),
                                 run: None,
@@ -530,6 +554,34 @@ pub(crate) async fn run_elected(
     members.release().await;
     metrics::gauge!("kevents_export_shards_led").set(0.0);
     result.map(|()| total)
+}
+
+/// The holder of Lease `namespace/name` (`Some("")`: free or missing; `None`: unreadable).
+async fn lease_holder(apiserver: &HttpSink, namespace: &str, name: &str) -> Option<String> {
+    let read = apiserver
+        .requests()
+        .send(
+            Method::Get,
+            lease_path(namespace, name),
+            None,
+            Vec::new(),
+            1 << 20,
+        )
+        .await
+        .ok()?;
+    match read.code {
+        404 => Some(String::new()),
+        200..=299 => {
+            let lease: Value = serde_json::from_slice(&read.body).ok()?;
+            Some(
+                lease["spec"]["holderIdentity"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        }
+        _ => None,
+    }
 }
 
 /// Stops a shard's run (it saves what it delivered) and releases its Lease.
