@@ -200,7 +200,7 @@ pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 35] = [
+pub const ALL: [Bound; 36] = [
     DEMO_PACE_MS,
     DEMO_WIDTH,
     CORRELATOR_RUNS,
