@@ -319,8 +319,16 @@ kevents_testkit::real_apiserver_tests! {
                 }
             };
             assert!(records.len() > 1000, "{} records", records.len());
+            // Every shard that owns a stored event holds its records (40 random uids can leave
+            // a shard of 8 empty: about 4 % of runs).
             let used: HashSet<Shard> = records.iter().map(|(s, _, _)| *s).collect();
-            assert_eq!(used.len(), SHARDS as usize, "every shard holds records");
+            let owning: HashSet<Shard> = stored(&sink)
+                .await
+                .keys()
+                .filter_map(|uid| Shard::all(SHARDS).expect("shards").into_iter().find(|s| s.owns(uid)))
+                .collect();
+            assert_eq!(used, owning, "the shards holding records");
+            assert!(used.len() >= 5, "{} shards hold records", used.len());
             // `kevents history` finds the shard streams and reads them all: each event's
             // occurrences in the window (the last hour: all of them) are its stored count.
             let stored_now = stored(&sink).await;
