@@ -318,7 +318,9 @@ kevents_testkit::real_apiserver_tests! {
                     Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
                 }
             };
-            assert!(records.len() > 1000, "{} records", records.len());
+            // The writer's rounds depend on the machine's load (about 10 to 40 in 40 s).
+            assert!(round >= 5, "only {round} rounds of raises");
+            assert!(records.len() >= 2 * EVENTS, "{} records", records.len());
             // Every shard that owns a stored event holds its records (40 random uids can leave
             // a shard of 8 empty: about 4 % of runs).
             let used: HashSet<Shard> = records.iter().map(|(s, _, _)| *s).collect();
