@@ -354,18 +354,36 @@ pub(crate) async fn run_elected(
     for (i, (shard, _)) in &streams {
         slots.insert(*i, candidate(shard)?);
     }
+    // The membership in a task of its own (N reads a retry period): the shards' polls do not
+    // wait for it. It says this replica's share; asked to stop, it releases the membership.
     let mut members = Members::new(apiserver.requests(), lease.clone(), count);
+    let (share_tx, share_rx) = watch::channel(0usize);
+    let (members_stop, mut members_stopped) = watch::channel(false);
+    let members_task = tokio::task::spawn_local(async move {
+        loop {
+            let live = members.refresh().await;
+            let share = if members.mine.is_some() {
+                count.div_ceil(live.max(1))
+            } else {
+                0
+            };
+            share_tx.send_replace(share);
+            tokio::select! {
+                () = tokio::time::sleep(members.template.retry_period) => {}
+                _ = members_stopped.wait_for(|s| *s) => break,
+            }
+        }
+        members.release().await;
+    });
     let mut total = ExportStats::default();
     let (retry, duration, deadline) = (
         lease.retry_period,
         lease.lease_duration,
         lease.renew_deadline,
     );
-    let mut next_refresh = Instant::now();
     // Replicas started together see each other's membership before any competes (two reads
     // of the membership Leases, a retry period apart): no replica takes every shard first.
     let compete_from = Instant::now() + retry;
-    let mut cap = 0usize;
     let mut over_since: Option<Instant> = None;
     let tick = Duration::from_millis(100).min(retry / 4);
     tokio::pin!(stop);
@@ -374,15 +392,7 @@ pub(crate) async fn run_elected(
             () = &mut stop => break Ok(()),
             () = tokio::time::sleep(tick) => {}
         }
-        if Instant::now() >= next_refresh {
-            let live = members.refresh().await;
-            cap = if members.mine.is_some() {
-                count.div_ceil(live.max(1))
-            } else {
-                0
-            };
-            next_refresh = Instant::now() + retry;
-        }
+        let cap = *share_rx.borrow();
         let mut failed = None;
         let mut leading_now = slots
             .values()
@@ -551,7 +561,10 @@ pub(crate) async fn run_elected(
             give_up(led, &mut total).await;
         }
     }
-    members.release().await;
+    members_stop.send_replace(true);
+    if let Err(e) = members_task.await {
+        tracing::warn!("the membership task: {e}");
+    }
     metrics::gauge!("kevents_export_shards_led").set(0.0);
     result.map(|()| total)
 }

@@ -259,8 +259,10 @@ kevents_testkit::real_apiserver_tests! {
             let mut killed: Option<(String, Time, Vec<usize>)> = None;
             let mut stopped: Option<(String, Instant, Vec<usize>)> = None;
             let mut thawed = false;
+            let mut seen_at: Option<usize> = None;
             let mut taken_from_stopped = false;
-            while started.elapsed() < Duration::from_secs(40) {
+            // 40 s, and on until the frozen replica was thawed (a loaded machine makes rounds slow).
+            while started.elapsed() < Duration::from_secs(40) || (stopped.is_some() && !thawed) {
                 round += 1;
                 raise(&sink, &mut counts, round).await;
                 let leases = shard_leases(&sink).await;
@@ -293,13 +295,19 @@ kevents_testkit::real_apiserver_tests! {
                     signal(&replicas[&victim], nix::sys::signal::Signal::SIGSTOP);
                     let shards = leases.iter().enumerate().filter(|(_, (h, _))| *h == victim).map(|(i, _)| i).collect();
                     stopped = Some((victim, Instant::now(), shards));
+                    seen_at = Some(changes.lock().expect("changes").len());
                 } else if let Some((victim, at, shards)) = &stopped
                     && !thawed
                 {
-                    if shards.iter().all(|i| leases[*i].0 != *victim) {
-                        taken_from_stopped = true;
-                    }
                     if at.elapsed() > LEASE + Duration::from_secs(3) {
+                        // Its shards were taken over while it was frozen (the Lease poller saw
+                        // each change holder since the freeze).
+                        let seen = changes.lock().expect("changes");
+                        let since = seen_at.unwrap_or(0);
+                        taken_from_stopped = shards.iter().all(|i| {
+                            seen[since..].iter().any(|(s, h, _)| s == i && !h.is_empty() && h != victim)
+                        });
+                        drop(seen);
                         signal(&replicas[victim], nix::sys::signal::Signal::SIGCONT);
                         thawed = true;
                     }
