@@ -308,10 +308,14 @@ enum Slot {
     Candidate {
         elector: Box<LeaderElector<HttpSink>>,
         next: Instant,
+        /// Until then (a shard just given up to balance, or fenced) it takes no free Lease,
+        /// only one whose holder stopped renewing: it keeps observing the Lease meanwhile, so
+        /// a holder that dies is still taken over in time.
+        cool_until: Instant,
     },
     /// Taken: the elector's loop renews it; the run exports while it leads.
     Led(Led),
-    /// Given up to balance the shards: not competed for until then.
+    /// Between two states (never seen by a poll).
     Cooling(Instant),
 }
 
@@ -340,7 +344,7 @@ pub(crate) async fn run_elected(
         .into_iter()
         .map(|(s, js)| (s.index(), (s, js)))
         .collect();
-    let candidate = |shard: &Shard| -> Result<Slot, LeaseError> {
+    let candidate = |shard: &Shard, cool: Duration| -> Result<Slot, LeaseError> {
         let config = LeaseConfig {
             name: shard.lease(&lease.name),
             ..lease.clone()
@@ -348,11 +352,12 @@ pub(crate) async fn run_elected(
         Ok(Slot::Candidate {
             elector: Box::new(LeaderElector::new(apiserver.requests(), config)?),
             next: Instant::now(),
+            cool_until: Instant::now() + cool,
         })
     };
     let mut slots: BTreeMap<u32, Slot> = BTreeMap::new();
     for (i, (shard, _)) in &streams {
-        slots.insert(*i, candidate(shard)?);
+        slots.insert(*i, candidate(shard, Duration::ZERO)?);
     }
     // The membership in a task of its own (N reads a retry period): the shards' polls do not
     // wait for it. It says this replica's share; asked to stop, it releases the membership.
@@ -402,15 +407,19 @@ pub(crate) async fn run_elected(
             let shard = streams[i].0;
             let now = Instant::now();
             let next = match slot {
-                Slot::Cooling(until) if now >= *until => Some(candidate(&shard)?),
+                Slot::Cooling(until) if now >= *until => Some(candidate(&shard, Duration::ZERO)?),
                 Slot::Cooling(_) => None,
-                Slot::Candidate { elector, next } if now >= *next && now >= compete_from => {
+                Slot::Candidate {
+                    elector,
+                    next,
+                    cool_until,
+                } if now >= *next && now >= compete_from => {
                     // At its share, a replica takes only a Lease whose holder stopped
                     // renewing (a dead or frozen replica's: that must not wait for the
                     // membership to catch up), never a free one (left to those under their
                     // share), so it reads a free-looking Lease before it tries.
                     let at_share = leading_now >= cap;
-                    let free = at_share
+                    let free = (at_share || now < *cool_until)
                         && elector.observed_holder().is_empty()
                         && lease_holder(&apiserver, &lease.namespace, &shard.lease(&lease.name))
                             .await
@@ -475,11 +484,10 @@ pub(crate) async fn run_elected(
                         if let Slot::Led(led) = std::mem::replace(slot, Slot::Cooling(now)) {
                             give_up(led, &mut total).await;
                         }
-                        Some(if fenced {
-                            Slot::Cooling(now + duration)
-                        } else {
-                            candidate(&shard)?
-                        })
+                        Some(candidate(
+                            &shard,
+                            if fenced { duration } else { Duration::ZERO },
+                        )?)
                     } else {
                         if led.handle.is_leader() && led.run.is_none() {
                             let (shard, js) = streams[i].clone();
@@ -533,7 +541,7 @@ pub(crate) async fn run_elected(
                         leading.len()
                     );
                     if let Some(Slot::Led(led)) =
-                        slots.insert(*i, Slot::Cooling(Instant::now() + duration))
+                        slots.insert(*i, candidate(&streams[i].0, duration)?)
                     {
                         give_up(led, &mut total).await;
                     }
