@@ -16,6 +16,7 @@ use kevents_runtime::lead::{LeadError, run_while_leading};
 use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
 use crate::cluster::{self, Failure, FailureKind};
+use crate::export_shards::store_failure;
 use crate::export_sinks::{Direct, SinkArgs};
 use crate::nats_conn::NatsArgs;
 
@@ -418,19 +419,6 @@ impl Mode {
                 kevents_export::run(apiserver, config, sink.clone(), store.clone(), shutdown).await
             }
         }
-    }
-}
-
-/// An export error as the command's failure: the history's store (deleted, unfit, fenced)
-/// exits 6 (docs/export.md).
-pub(crate) fn store_failure(e: kevents_export::ExportError) -> anyhow::Error {
-    use kevents_export::ExportError;
-    match e {
-        ExportError::Store(_) | ExportError::Fenced(_) => {
-            Failure::new(FailureKind::Store, e.to_string()).into()
-        }
-        ExportError::Config(_) => Failure::new(FailureKind::Config, e.to_string()).into(),
-        e => e.into(),
     }
 }
 

@@ -18,6 +18,8 @@ use kevents_export::{
     Shard,
 };
 use kevents_http::HttpSink;
+
+use crate::cluster::{Failure, FailureKind};
 use kevents_runtime::lease::{LeaderElector, LeaderHandle, LeaseConfig, LeaseError};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -475,7 +477,7 @@ pub(crate) async fn run_elected(
                                 );
                                 fenced = true;
                             }
-                            Ok(Err(e)) => failed = Some(crate::export_cmd::store_failure(e)),
+                            Ok(Err(e)) => failed = Some(store_failure(e)),
                             Err(e) => failed = Some(anyhow::anyhow!("shard {shard}'s run: {e}")),
                         }
                     }
@@ -618,5 +620,18 @@ async fn give_up(led: Led, total: &mut ExportStats) {
     }
     if let Err(e) = led.handle.release().await {
         tracing::warn!("releasing a shard's Lease: {e}");
+    }
+}
+
+/// An export error as the command's failure: the history's store (deleted, unfit, fenced)
+/// exits 6 (docs/export.md).
+pub(crate) fn store_failure(e: kevents_export::ExportError) -> anyhow::Error {
+    use kevents_export::ExportError;
+    match e {
+        ExportError::Store(_) | ExportError::Fenced(_) => {
+            Failure::new(FailureKind::Store, e.to_string()).into()
+        }
+        ExportError::Config(_) => Failure::new(FailureKind::Config, e.to_string()).into(),
+        e => e.into(),
     }
 }

@@ -298,8 +298,9 @@ kevents_testkit::real_apiserver_tests! {
                     seen_at = Some(changes.lock().expect("changes").len());
                 } else if let Some((victim, at, shards)) = &stopped
                     && !thawed
+                    && at.elapsed() > LEASE + Duration::from_secs(3)
                 {
-                    if at.elapsed() > LEASE + Duration::from_secs(3) {
+                    {
                         // Its shards were taken over while it was frozen (the Lease poller saw
                         // each change holder since the freeze).
                         let seen = changes.lock().expect("changes");

@@ -195,7 +195,7 @@ pub async fn check_layout(
     };
     let now = shards.map_or_else(|| "no --shards".to_owned(), |n| format!("--shards {n}"));
     Err(ExportError::Config(format!(
-        "the export {stream:?} was written with {was} and this run has {now}: the same N is needed (or another --stream)"
+        "the export {stream:?} was written with {was} and this export has {now}: the same N is needed (or another --stream)"
     )))
 }
 
