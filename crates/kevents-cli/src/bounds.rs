@@ -223,6 +223,14 @@ pub const EXPORT_PROGRESS: Bound = Bound {
 };
 /// `kevents export --lease-duration`.
 pub const EXPORT_LEASE_DURATION: Bound = lease("--lease-duration");
+/// `kevents export --shards` (and `kevents history --shards`).
+pub const EXPORT_SHARDS: Bound = Bound {
+    command: "export",
+    flag: "--shards",
+    min: 1,
+    max: kevents_export::MAX_SHARDS as u64,
+    why: "hash ranges of the events' uids, each its own stream and Lease",
+};
 /// `kevents export --nats-replicas`.
 pub const EXPORT_NATS_REPLICAS: Bound = Bound {
     command: "export",
@@ -240,7 +248,7 @@ pub const EXPORT_RETRY_PERIOD: Bound = lease("--retry-period");
 /// `replay --qps`, a float, by `kevents_sim::replay::parse_qps` (a finite number greater
 /// than 0).
 #[cfg(test)]
-pub const ALL: [Bound; 41] = [
+pub const ALL: [Bound; 42] = [
     EXPORT_BENCH_EVENTS,
     EXPORT_BENCH_RATE,
     EXPORT_BENCH_DURATION,
@@ -275,6 +283,7 @@ pub const ALL: [Bound; 41] = [
     EXPORT_RENEW_DEADLINE,
     EXPORT_RETRY_PERIOD,
     EXPORT_NATS_REPLICAS,
+    EXPORT_SHARDS,
     replay("--burst", 1, i32::MAX as u64),
     replay("--max-events", 1, i64::MAX as u64),
     replay("--max-interval", 1, i64::MAX as u64),
@@ -415,5 +424,6 @@ pub mod parse {
         export_renew_deadline: EXPORT_RENEW_DEADLINE as u64;
         export_retry_period: EXPORT_RETRY_PERIOD as u64;
         export_nats_replicas: EXPORT_NATS_REPLICAS as u64;
+        export_shards: EXPORT_SHARDS as u64;
     }
 }

@@ -16,6 +16,7 @@ use kevents_runtime::lead::{LeadError, run_while_leading};
 use kevents_runtime::lease::{LeaderElector, LeaseConfig};
 
 use crate::cluster::{self, Failure, FailureKind};
+use crate::export_shards::store_failure;
 use crate::export_sinks::{Direct, SinkArgs};
 use crate::nats_conn::NatsArgs;
 
@@ -89,6 +90,12 @@ pub struct ExportArgs {
     /// Renew deadline, seconds (client-go's default 10).
     #[arg(long, allow_negative_numbers = true, default_value_t = 10, value_parser = crate::bounds::parse::export_renew_deadline)]
     pub renew_deadline: u64,
+    /// Split the events into N shards by their uid's FNV-1a hash (KEP-5866's), each exported
+    /// into its own stream `{stream}-{i}of{N}` with its own resume point and fence; with
+    /// `--leader-elect` each shard is led through its own Lease `{lease-name}-{i}` and the
+    /// replicas share them (docs/export.md, "Shards"). NATS only.
+    #[arg(long, value_parser = crate::bounds::parse::export_shards)]
+    pub shards: Option<u64>,
     /// Retry period, seconds (client-go's default 2).
     #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = crate::bounds::parse::export_retry_period)]
     pub retry_period: u64,
@@ -110,6 +117,13 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         return Err(Failure::new(
             FailureKind::Config,
             "--otlp and --webhook together need NATS (--nats): without it, each keeps a resume point of its own; run two exports",
+        )
+        .into());
+    }
+    if args.shards.is_some() && (direct || sinks.otlp.is_some() || sinks.webhook.is_some()) {
+        return Err(Failure::new(
+            FailureKind::Config,
+            "--shards needs NATS (--nats) and feeds no --otlp or --webhook: read the shard streams with `kevents history`",
         )
         .into());
     }
@@ -186,27 +200,40 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
         Mode::Direct { sink, store }
     } else {
         let nats = nats_target.connect("kevents export").await?;
+        if let Some(n) = args.shards {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            eprintln!(
+                "export: NATS at {}, streams {}-{{0..{}}}of{n}",
+                nats_target.shown(),
+                args.stream,
+                n - 1
+            );
+            let streams = crate::export_shards::open_streams(&nats, &js_config, n)
+                .await
+                .map_err(store_failure)?;
+            let config = config_of(&args);
+            return run_sharded(args, apiserver, config, streams, lease).await;
+        }
         eprintln!(
             "export: NATS at {}, stream {}",
             nats_target.shown(),
             args.stream
         );
+        // A history written with --shards is not continued without (nor the reverse).
+        kevents_export::shard::check_layout(
+            &kevents_export::async_nats::jetstream::new(nats.clone()),
+            &args.stream,
+            None,
+        )
+        .await
+        .map_err(store_failure)?;
         let js = JetStream::open(nats, js_config)
             .await
             .map_err(store_failure)?;
         let feeds = crate::export_feed::feeds_from_stream(&js, sinks);
         Mode::Nats { js, feeds }
     };
-    let config = ExportConfig {
-        api: match args.api {
-            WatchApi::Core => kevents_export::Api::CoreV1,
-            WatchApi::Events => kevents_export::Api::EventsV1,
-        },
-        namespaces: args.namespaces.clone(),
-        watch_timeout: Duration::from_secs(args.watch_timeout),
-        progress: (args.progress > 0).then(|| Duration::from_secs(args.progress)),
-        ..ExportConfig::default()
-    };
+    let config = config_of(&args);
     let stop = Stop::on_signals();
     if !args.leader_elect {
         let stats = mode
@@ -310,6 +337,55 @@ async fn run_async(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The run's configuration from the options.
+fn config_of(args: &ExportArgs) -> ExportConfig {
+    ExportConfig {
+        api: match args.api {
+            WatchApi::Core => kevents_export::Api::CoreV1,
+            WatchApi::Events => kevents_export::Api::EventsV1,
+        },
+        namespaces: args.namespaces.clone(),
+        watch_timeout: Duration::from_secs(args.watch_timeout),
+        progress: (args.progress > 0).then(|| Duration::from_secs(args.progress)),
+        ..ExportConfig::default()
+    }
+}
+
+/// `--shards N`: every shard here, or, with `--leader-elect`, the shards this replica leads
+/// (src/export_shards.rs).
+async fn run_sharded(
+    args: ExportArgs,
+    apiserver: kevents_http::HttpSink,
+    config: ExportConfig,
+    streams: Vec<(kevents_export::Shard, JetStream)>,
+    lease: LeaseConfig,
+) -> anyhow::Result<()> {
+    let stop = Stop::on_signals();
+    let stats = if args.leader_elect {
+        eprintln!(
+            "export: {} competes for the Leases {}/{}-{{0..{}}}",
+            lease.identity,
+            lease.namespace,
+            lease.name,
+            streams.len().saturating_sub(1)
+        );
+        crate::export_shards::run_elected(apiserver, config, streams, lease, stop.wait()).await?
+    } else {
+        crate::export_shards::run_all(apiserver, config, streams, stop.wait())
+            .await
+            .map_err(store_failure)?
+    };
+    eprintln!(
+        "export: stopped after {} records, {} occurrences; incomplete: before_start={} watch_gap={} deleted_unread={}",
+        stats.records,
+        stats.occurrences,
+        stats.incomplete.before_start,
+        stats.incomplete.watch_gap,
+        stats.incomplete.deleted_unread
+    );
+    Ok(())
+}
+
 /// Where the export delivers: into NATS (the stream is the history and the resume point;
 /// OTLP and webhook sinks are fed from it), or straight to one HTTP sink with the resume
 /// point in a ConfigMap.
@@ -348,19 +424,6 @@ impl Mode {
                 kevents_export::run(apiserver, config, sink.clone(), store.clone(), shutdown).await
             }
         }
-    }
-}
-
-/// An export error as the command's failure: the history's store (deleted, unfit, fenced)
-/// exits 6 (docs/export.md).
-fn store_failure(e: kevents_export::ExportError) -> anyhow::Error {
-    use kevents_export::ExportError;
-    match e {
-        ExportError::Store(_) | ExportError::Fenced(_) => {
-            Failure::new(FailureKind::Store, e.to_string()).into()
-        }
-        ExportError::Config(_) => Failure::new(FailureKind::Config, e.to_string()).into(),
-        e => e.into(),
     }
 }
 

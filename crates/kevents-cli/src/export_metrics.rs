@@ -105,6 +105,31 @@ const FAMILIES: &[Family] = &[
         help: "Terms this replica began as the Lease's holder.",
     },
     Family {
+        name: "kevents_export_shards_led",
+        kind: Kind::Gauge,
+        label: None,
+        help: "Shards this replica leads now (--shards; every shard without --leader-elect).",
+    },
+    Family {
+        name: "kevents_export_shard_led",
+        kind: Kind::Gauge,
+        // One series per shard, registered when the shards are known (src/export_shards.rs).
+        label: Some(("shard", &[])),
+        help: "1 while this replica leads the shard, else 0 (--shards).",
+    },
+    Family {
+        name: "kevents_export_shard_records_total",
+        kind: Kind::Counter,
+        label: Some(("shard", &[])),
+        help: "Records this replica stored in the shard's stream (--shards).",
+    },
+    Family {
+        name: "kevents_export_shard_server_filtered",
+        kind: Kind::Gauge,
+        label: Some(("shard", &[])),
+        help: "1 when the apiserver filtered the shard's last list by its shardSelector (KEP-5866), 0 when the export filtered every event itself (--shards).",
+    },
+    Family {
         name: "kevents_export_otlp_requests_total",
         kind: Kind::Counter,
         label: Some(("outcome", &["accepted", "refused", "failed"])),

@@ -164,28 +164,50 @@ async fn run_async(args: HistoryArgs) -> anyhow::Result<()> {
             e => e.into(),
         }
     };
-    let mut reader = HistoryReader::open(&context, query.clone(), args.follow)
+    // An export written with --shards N is N streams `{stream}-{i}of{N}`: each read, and the
+    // window's events merged (the table orders them by time); following, records are printed
+    // as each stream stores them.
+    let streams = match kevents_export::shard::layout(&context, &args.stream)
         .await
-        .map_err(failure)?;
-    tracing::debug!(
-        start = reader.start_sequence(),
-        "reading the history from this sequence"
-    );
+        .map_err(failure)?
+    {
+        kevents_export::shard::Layout::Sharded(n) => kevents_export::Shard::all(n)
+            .map_err(failure)?
+            .iter()
+            .map(|s| s.stream(&args.stream))
+            .collect(),
+        _ => vec![args.stream.clone()],
+    };
+    let mut readers = Vec::new();
+    for name in &streams {
+        let mut query = query.clone();
+        query.stream = name.clone();
+        query.subject_prefix = name.clone();
+        let reader = HistoryReader::open(&context, query, args.follow)
+            .await
+            .map_err(failure)?;
+        tracing::debug!(
+            stream = %name,
+            start = reader.start_sequence(),
+            "reading the history from this sequence"
+        );
+        readers.push(reader);
+    }
     let printer = Printer::new(args.output, args.namespace.is_none());
     let mut out = std::io::stdout().lock();
     let mut table = HistoryTable::new(query.max_events);
-    // The window, up to the end of the stream as it was when the command began.
-    while let Some(HistoryRead::Record(item)) = reader.next().await.map_err(failure)? {
-        table.add(*item).map_err(failure)?;
+    // The window, up to the end of each stream as it was when the command began.
+    for reader in &mut readers {
+        while let Some(HistoryRead::Record(item)) = reader.next().await.map_err(failure)? {
+            table.add(*item).map_err(failure)?;
+        }
     }
     let events = table.into_events();
     let header = !events.is_empty() || args.follow;
     let widths = printer.print(&mut out, &events, SystemClock.now(), None, header)?;
-    if reader.skipped() > 0 {
-        eprintln!(
-            "history: {} messages on record subjects were not records; skipped",
-            reader.skipped()
-        );
+    let skipped: u64 = readers.iter().map(HistoryReader::skipped).sum();
+    if skipped > 0 {
+        eprintln!("history: {skipped} messages on record subjects were not records; skipped");
     }
     if !args.follow {
         if events.is_empty() && args.output != Output::Json {
@@ -196,10 +218,27 @@ async fn run_async(args: HistoryArgs) -> anyhow::Result<()> {
     drop(out);
     let stop = terminated();
     tokio::pin!(stop);
+    // Every stream's reader feeds one channel (a task each).
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let mut tasks = Vec::new();
+    for mut reader in readers {
+        let tx = tx.clone();
+        tasks.push(tokio::task::spawn_local(async move {
+            loop {
+                let read = reader.next().await;
+                let end = !matches!(read, Ok(Some(_)));
+                if tx.send(read).await.is_err() || end {
+                    return;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let _abort = AbortOnDrop(tasks);
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
-            read = reader.next() => match read.map_err(failure)? {
+            read = rx.recv() => match read.unwrap_or(Ok(None)).map_err(failure)? {
                 Some(HistoryRead::Record(item)) => {
                     let event = EventHistory::of(&item);
                     let mut out = std::io::stdout().lock();
@@ -208,6 +247,17 @@ async fn run_async(args: HistoryArgs) -> anyhow::Result<()> {
                 Some(HistoryRead::CaughtUp) => {}
                 None => return Ok(()),
             }
+        }
+    }
+}
+
+/// Aborts the followers' tasks when the command ends.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
         }
     }
 }

@@ -19,6 +19,7 @@ mod doctor_rbac;
 mod export_cmd;
 mod export_feed;
 mod export_metrics;
+mod export_shards;
 mod export_sinks;
 mod history_cmd;
 mod nats_conn;

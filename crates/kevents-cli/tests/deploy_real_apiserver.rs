@@ -636,7 +636,10 @@ fn every_export_metric_is_registered_at_start() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let registered =
         std::fs::read_to_string(root.join("src/export_metrics.rs")).expect("export_metrics.rs");
-    let mut sources = vec![root.join("src/export_cmd.rs")];
+    let mut sources = vec![
+        root.join("src/export_cmd.rs"),
+        root.join("src/export_shards.rs"),
+    ];
     for entry in std::fs::read_dir(root.join("../kevents-export/src")).expect("kevents-export/src")
     {
         let path = entry.expect("entry").path();

@@ -7,7 +7,8 @@
 //!
 //! Source layout: `record.rs` ([`ExportRecord`], [`Api`]), `store.rs` (the sink and store
 //! traits, [`MemoryResume`]), `counts.rs` ([`Counts`]: per live event, compact), `jetstream.rs` ([`JetStream`]), `watcher.rs` (one watch
-//! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas),
+//! scope: list, watch, relist), `run.rs` ([`run`], the loop that computes deltas), `shard.rs` ([`Shard`]: the hash
+//! ranges of `--shards`, their streams' layout),
 //! `actor.rs` ([`ExportActor`]), `webhook.rs` ([`Webhook`], a second sink), `otlp.rs` ([`Otlp`], OTLP logs),
 //! `http_out.rs` ([`HttpOptions`]: the HTTP sinks' headers and TLS), `configmap.rs`
 //! ([`ConfigMapResume`], a resume point in a ConfigMap), `feed.rs` ([`feed`]: an HTTP sink
@@ -33,6 +34,7 @@ pub mod jetstream;
 mod otlp;
 mod record;
 mod run;
+pub mod shard;
 mod store;
 mod watcher;
 mod webhook;
@@ -48,5 +50,6 @@ pub use jetstream::{JetStream, JetStreamConfig};
 pub use otlp::{OTLP_SCOPE, Otlp, log_request, otlp_severity};
 pub use record::{Api, ExportRecord, MAX_COUNT, Malformed, Regarding};
 pub use run::{ExportConfig, ExportStats, Incomplete, run, scope_key};
+pub use shard::{MAX_SHARDS, Shard, fnv1a64};
 pub use store::{MemoryResume, RecordSink, ResumePoint, ResumeStore};
 pub use webhook::{IDEMPOTENCY_KEY, Webhook};

@@ -48,6 +48,10 @@ pub struct ExportConfig {
     /// ([`crate::RecordSink::deliver_batch`], begun and committed as one:
     /// [`crate::ResumeStore::begin_batch`]). A restart repeats at most one batch.
     pub batch: usize,
+    /// Export only this shard's events ([`crate::Shard`]): its `shardSelector` is asked of
+    /// the apiserver (KEP-5866), and every event read is checked against its hash range
+    /// whether the server filtered or not. `None`: every event.
+    pub shard: Option<crate::Shard>,
 }
 
 impl Default for ExportConfig {
@@ -63,6 +67,7 @@ impl Default for ExportConfig {
             save_interval: Duration::from_secs(1),
             progress: None,
             batch: 256,
+            shard: None,
         }
     }
 }
@@ -328,6 +333,7 @@ pub async fn run<T: StreamTransport, S: RecordSink, R: ResumeStore>(
             page_size: config.page_size,
             max_line_bytes: config.max_line_bytes,
             max_page_bytes: config.max_page_bytes,
+            shard: config.shard,
         };
         let start_rv = point.resource_versions.get(&key).cloned();
         tasks.push(tokio::spawn(run_scope(
@@ -508,7 +514,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
             unsaved.remove(&scope);
         }
         Item::Upsert { scope, object, rv } => {
-            if let Some(record) = readable(config.api, &object, stats) {
+            if let Some(record) = readable(config, &object, stats) {
                 let known = state.contains(&record.uid);
                 let from = if listing.contains(&scope) {
                     state.listed(
@@ -554,7 +560,7 @@ async fn handle<S: RecordSink, R: ResumeStore>(
         }
         Item::Deleted { scope, object, rv } => {
             // Its last state may carry occurrences not read yet: export them first.
-            if let Some(record) = readable(config.api, &object, stats) {
+            if let Some(record) = readable(config, &object, stats) {
                 let uid = record.uid.clone();
                 stage(record, state, stats, batch);
                 flush(batch, state, sink, store, stats, unsaved).await?;
@@ -596,9 +602,15 @@ async fn handle<S: RecordSink, R: ResumeStore>(
 }
 
 /// The record of a listed or watched object, or `None` counted and warned (at most one line
-/// a minute per cause, with how many since) when it is malformed.
-fn readable(api: Api, object: &serde_json::Value, stats: &mut ExportStats) -> Option<ExportRecord> {
-    match ExportRecord::read(api, object) {
+/// a minute per cause, with how many since) when it is malformed; `None` too when it is
+/// another shard's (a server that does not filter by the shard sends every event).
+fn readable(
+    config: &ExportConfig,
+    object: &serde_json::Value,
+    stats: &mut ExportStats,
+) -> Option<ExportRecord> {
+    match ExportRecord::read(config.api, object) {
+        Ok(record) if config.shard.is_some_and(|s| !s.owns(&record.uid)) => None,
         Ok(record) => Some(record),
         Err(why) => {
             stats.malformed = stats.malformed.saturating_add(1);

@@ -23,6 +23,8 @@ pub(crate) struct ScopeConfig {
     pub page_size: usize,
     pub max_line_bytes: usize,
     pub max_page_bytes: usize,
+    /// The shard read (its selector asked of the server; the run loop filters anyway).
+    pub shard: Option<crate::Shard>,
 }
 
 /// What a scope task tells the run loop.
@@ -80,6 +82,7 @@ fn watch_config(cfg: &ScopeConfig) -> WatchConfig {
     config.first_backoff = Duration::from_millis(200);
     config.max_backoff = Duration::from_secs(10);
     config.forbidden_backoff = Duration::from_secs(10);
+    config.shard_selector = cfg.shard.map(|s| s.selector());
     config
 }
 
@@ -92,8 +95,26 @@ pub(crate) async fn run_scope<T: StreamTransport>(
     tx: mpsc::Sender<Item>,
 ) {
     let mut watcher = Watcher::new(transport, watch_config(&cfg), start_rv);
+    let mut server_shards = None;
     loop {
-        let item = match watcher.next().await {
+        let event = watcher.next().await;
+        if let Some(shard) = cfg.shard
+            && matches!(event, WatchEvent::ListEnd { .. })
+            && watcher.server_shards() != server_shards
+        {
+            // Said when it changes (the first list, or a server upgraded or rolled back).
+            server_shards = watcher.server_shards();
+            let by_server = server_shards == Some(true);
+            tracing::info!(%shard, namespace = %cfg.namespace, by_server,
+            "shard {shard}: {}", if by_server {
+                "the apiserver filters the list and watch (KEP-5866 shardSelector echoed)"
+            } else {
+                "the apiserver did not echo the shardSelector: filtered here (every event is read)"
+            });
+            metrics::gauge!("kevents_export_shard_server_filtered", "shard" => shard.index().to_string())
+                .set(if by_server { 1.0 } else { 0.0 });
+        }
+        let item = match event {
             WatchEvent::ListStart { relist } => Item::ListStart { scope, relist },
             WatchEvent::Listed(object) => Item::Upsert {
                 scope,
@@ -148,6 +169,7 @@ mod tests {
             idle_timeout: run.idle_timeout,
             page_size: run.page_size,
             max_line_bytes: run.max_line_bytes,
+            shard: None,
             max_page_bytes: run.max_page_bytes,
         };
         let config = watch_config(&cfg);

@@ -41,6 +41,11 @@ pub struct WatchConfig {
     pub path: String,
     /// A field selector (`metadata.name=x`), sent with the list and the watch.
     pub field_selector: Option<String>,
+    /// A KEP-5866 shard selector (`shardRange(object.metadata.uid,'0x…','0x…')`), sent with
+    /// the list, and with the watch unless the last list's answer did not echo it in
+    /// `metadata.shardInfo` (a server without the `ShardedListAndWatch` feature ignores it:
+    /// the caller filters what it reads itself; [`Watcher::server_shards`]).
+    pub shard_selector: Option<String>,
     /// Items per list page (`limit`); `None`: one unpaged list.
     pub page_size: Option<usize>,
     /// A watch's `timeoutSeconds` (whole seconds, at least 1): the server ends the watch then
@@ -79,6 +84,7 @@ impl WatchConfig {
         WatchConfig {
             path: path.into(),
             field_selector: None,
+            shard_selector: None,
             page_size: Some(500),
             watch_timeout: Duration::from_secs(240),
             idle_timeout: Duration::from_secs(30),
@@ -96,6 +102,19 @@ impl WatchConfig {
     /// The same with a field selector.
     pub fn with_field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// The same with a KEP-5866 shard selector ([`WatchConfig::shard_selector`]).
+    ///
+    /// ```
+    /// let c = kevents_runtime::watcher::WatchConfig::new("/api/v1/events")
+    ///     .with_shard_selector("shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')");
+    /// assert!(c.list_query("").contains("&shardSelector=shardRange%28"));
+    /// assert!(c.watch_query("7").contains("&shardSelector=shardRange%28"));
+    /// ```
+    pub fn with_shard_selector(mut self, selector: impl Into<String>) -> Self {
+        self.shard_selector = Some(selector.into());
         self
     }
 
@@ -120,6 +139,9 @@ impl WatchConfig {
         if let Some(s) = &self.field_selector {
             q.push(format!("fieldSelector={}", encode_segment(s)));
         }
+        if let Some(s) = &self.shard_selector {
+            q.push(format!("shardSelector={}", encode_segment(s)));
+        }
         if !cont.is_empty() {
             q.push(format!("continue={}", encode_segment(cont)));
         }
@@ -135,6 +157,10 @@ impl WatchConfig {
         let mut q = format!("{}?watch=1", self.path);
         if let Some(s) = &self.field_selector {
             q.push_str("&fieldSelector=");
+            q.push_str(&encode_segment(s));
+        }
+        if let Some(s) = &self.shard_selector {
+            q.push_str("&shardSelector=");
             q.push_str(&encode_segment(s));
         }
         q.push_str(&format!(
@@ -300,6 +326,8 @@ pub struct Watcher<T: StreamTransport> {
     rv: String,
     /// The watch to start comes straight from a list (410 then is a failure, not old data).
     fresh_list: bool,
+    /// Whether the last list's answer echoed the shard selector (`None`: no list yet).
+    server_shards: Option<bool>,
     /// A list ended or a watch began before (the next list is a relist).
     started: bool,
     backoff: Backoff,
@@ -334,6 +362,7 @@ impl<T: StreamTransport> Watcher<T> {
             },
             rv,
             fresh_list: false,
+            server_shards: None,
             started,
             backoff,
             pending: VecDeque::new(),
@@ -343,6 +372,13 @@ impl<T: StreamTransport> Watcher<T> {
     /// The configuration.
     pub fn config(&self) -> &WatchConfig {
         &self.config
+    }
+
+    /// With a [`WatchConfig::shard_selector`]: whether the server filtered the last list by
+    /// it (its answer echoed `metadata.shardInfo`); `None` before the first list, or without
+    /// a selector.
+    pub fn server_shards(&self) -> Option<bool> {
+        self.config.shard_selector.as_ref().and(self.server_shards)
     }
 
     /// The last `resourceVersion` seen (a list's, a watched object's, a bookmark's).
@@ -549,6 +585,9 @@ impl<T: StreamTransport> Watcher<T> {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        if cont.is_empty() {
+            self.server_shards = Some(page["metadata"]["shardInfo"]["selector"].is_string());
+        }
         let next = page["metadata"]["continue"]
             .as_str()
             .unwrap_or_default()
@@ -593,7 +632,15 @@ impl<T: StreamTransport> Watcher<T> {
     /// Opens a watch from the last resourceVersion: `None` on 410 Gone to an older one.
     async fn open_watch(&mut self) -> Result<Option<LineStream>, WatchError> {
         let request = StreamRequest {
-            path: self.config.watch_query(&self.rv),
+            path: if self.server_shards == Some(false) {
+                WatchConfig {
+                    shard_selector: None,
+                    ..self.config.clone()
+                }
+                .watch_query(&self.rv)
+            } else {
+                self.config.watch_query(&self.rv)
+            },
             timeout: self.config.watch_timeout + self.config.idle_timeout,
             max_line_bytes: self.config.max_line_bytes,
         };

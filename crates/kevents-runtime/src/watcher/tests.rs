@@ -464,3 +464,51 @@ async fn a_quiet_scope_whose_version_expired_relists_at_once_without_a_failure()
     assert_eq!(w.next().await, WatchEvent::ListStart { relist: true });
     assert_eq!(before.elapsed(), Duration::ZERO, "no pause");
 }
+
+/// A list answered with `shardInfo`, for the shard-selector tests.
+fn sharded_list(fake: &Fake, rv: &str, echo: Option<&str>) {
+    let mut meta = json!({"resourceVersion": rv});
+    if let Some(selector) = echo {
+        meta["shardInfo"] = json!({"selector": selector});
+    }
+    let body =
+        json!({"metadata": meta, "items": [{"metadata": {"name": "x", "resourceVersion": "1"}}]});
+    fake.0.lock().unwrap().lists.push_back(Response {
+        code: 200,
+        body: serde_json::to_vec(&body).unwrap(),
+        ..Default::default()
+    });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shard_selector_is_kept_on_the_watch_only_when_the_list_echoed_it() {
+    const SEL: &str = "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')";
+    for echoed in [true, false] {
+        let fake = Fake::default();
+        sharded_list(&fake, "10", echoed.then_some(SEL));
+        let mut w = Watcher::new(fake.clone(), config().with_shard_selector(SEL), None);
+        assert_eq!(w.server_shards(), None);
+        loop {
+            if let WatchEvent::ListEnd { .. } = w.next().await {
+                break;
+            }
+        }
+        assert_eq!(w.server_shards(), Some(echoed));
+        // The watch opens (and hangs).
+        let _ = timeout(Duration::from_secs(1), w.next()).await;
+        let paths = fake.paths();
+        assert!(
+            paths[0].contains("&shardSelector=shardRange%28"),
+            "{paths:?}"
+        );
+        assert!(paths[1].contains("watch=1"), "{paths:?}");
+        assert_eq!(paths[1].contains("shardSelector="), echoed, "{paths:?}");
+    }
+    // Without a selector nothing is sent and nothing is said.
+    let fake = Fake::default();
+    sharded_list(&fake, "10", None);
+    let mut w = Watcher::new(fake.clone(), config(), None);
+    while !matches!(w.next().await, WatchEvent::ListEnd { .. }) {}
+    assert_eq!(w.server_shards(), None);
+    assert!(!fake.paths()[0].contains("shardSelector"));
+}
