@@ -745,27 +745,9 @@ impl JetStream {
     }
 }
 
-impl RecordSink for JetStream {
-    async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
-        self.publish_batch(&[publication(&self.config, record)?])
-            .await
-    }
-
-    /// Up to [`JetStreamConfig::max_in_flight`] records in flight at once, each fenced.
-    async fn deliver_batch(&mut self, records: &[ExportRecord]) -> Result<(), ExportError> {
-        let items = records
-            .iter()
-            .map(|record| publication(&self.config, record))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.publish_batch(&items).await
-    }
-}
-
-/// The stream is the resume point: [`ResumeStore::load`] begins the term and reads each
-/// event's last record; a record's delivery is its commit (`begin`, `commit` and `forget`
-/// write nothing); the watch scopes' resourceVersions go to the bucket.
-impl ResumeStore for JetStream {
-    async fn load(&mut self) -> Result<ResumePoint, ExportError> {
+impl JetStream {
+    /// One reading of the resume point ([`ResumeStore::load`] retries it).
+    async fn load_once(&mut self) -> Result<ResumePoint, ExportError> {
         let mut point = ResumePoint::default();
         self.begin_term().await?;
         self.last_counts(&mut point.counts).await?;
@@ -807,6 +789,48 @@ impl ResumeStore for JetStream {
             }
         }
         Ok(point)
+    }
+}
+
+impl RecordSink for JetStream {
+    async fn deliver(&mut self, record: &ExportRecord) -> Result<(), ExportError> {
+        self.publish_batch(&[publication(&self.config, record)?])
+            .await
+    }
+
+    /// Up to [`JetStreamConfig::max_in_flight`] records in flight at once, each fenced.
+    async fn deliver_batch(&mut self, records: &[ExportRecord]) -> Result<(), ExportError> {
+        let items = records
+            .iter()
+            .map(|record| publication(&self.config, record))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.publish_batch(&items).await
+    }
+}
+
+/// The stream is the resume point: [`ResumeStore::load`] begins the term and reads each
+/// event's last record; a record's delivery is its commit (`begin`, `commit` and `forget`
+/// write nothing); the watch scopes' resourceVersions go to the bucket.
+impl ResumeStore for JetStream {
+    async fn load(&mut self) -> Result<ResumePoint, ExportError> {
+        // A request that timed out (a cluster electing a stream's leader, a server
+        // restarting) is no reason to stop: the load is begun again (a second term marker does
+        // no harm: the term begins at the last one) while the server may still come back.
+        let deadline = Instant::now() + self.config.unreachable_deadline;
+        let mut pause = Duration::from_millis(200);
+        loop {
+            match self.load_once().await {
+                Err(ExportError::Resume(why))
+                    if why.contains("timed out") && Instant::now() < deadline =>
+                {
+                    tracing::warn!(error = %why, retry_ms = pause.as_millis() as u64,
+                        "reading the resume point timed out; reading it again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn begin(&mut self, _record: &ExportRecord, _previous: u64) -> Result<(), ExportError> {
