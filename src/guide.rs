@@ -43,6 +43,8 @@ pub mod demo {}
 pub mod export {}
 #[doc = include_str!("../docs/replay-format.md")]
 pub mod replay_format {}
+#[doc = include_str!("../docs/simulator.md")]
+pub mod simulator {}
 #[doc = include_str!("../docs/benchmarks.md")]
 pub mod benchmarks {}
 #[doc = include_str!("../docs/cli-bounds.md")]
