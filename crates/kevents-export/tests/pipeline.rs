@@ -148,23 +148,35 @@ kevents_testkit::real_apiserver_tests! {
         a.deliver(&batch(1001, 300)[1000]).await.expect("the next record");
     }
 
+    /// A batch of 30 000 records delivered by a task of its own, returned once 2 000 of them
+    /// are in the stream (the rest still to come).
+    async fn a_big_batch_under_way(
+        a: &JetStream,
+    ) -> (
+        Vec<ExportRecord>,
+        tokio::task::JoinHandle<Result<(), kevents_export::ExportError>>,
+    ) {
+        let sent = batch(30_000, 5_000);
+        let watcher = a.context().clone();
+        let mut writer = a.clone();
+        let records = sent.clone();
+        let run = tokio::spawn(async move { writer.deliver_batch(&records).await });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while last_sequence(&watcher).await < 2_000 {
+            assert!(Instant::now() < deadline, "A stored nothing");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        (sent, run)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_batch_interrupted_by_a_second_writers_marker_stores_a_prefix_and_is_fenced() {
         let nats = NatsServer::start().unwrap_or_else(|e| panic!("starting nats-server: {e}"));
         let url = nats.url();
         let mut a = open(&url, "a", 256).await;
         a.load().await.expect("A's term");
-        let sent = batch(30_000, 5_000);
-        let watcher = a.context().clone();
-        let mut writer = a.clone();
-        let records = sent.clone();
-        let run = tokio::spawn(async move { writer.deliver_batch(&records).await });
         // B takes over once A has stored part of its batch: its marker lands mid-batch.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while last_sequence(&watcher).await < 2_000 {
-            assert!(Instant::now() < deadline, "A stored nothing");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let (sent, run) = a_big_batch_under_way(&a).await;
         let mut b = open(&url, "b", 256).await;
         b.load().await.expect("B's term");
         let outcome = run.await.expect("A's task");
@@ -189,16 +201,7 @@ kevents_testkit::real_apiserver_tests! {
         let url = nats.url();
         let mut a = open(&url, "a", 256).await;
         a.load().await.expect("A's term");
-        let sent = batch(30_000, 5_000);
-        let watcher = a.context().clone();
-        let mut writer = a.clone();
-        let records = sent.clone();
-        let run = tokio::spawn(async move { writer.deliver_batch(&records).await });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while last_sequence(&watcher).await < 2_000 {
-            assert!(Instant::now() < deadline, "A stored nothing");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let (sent, run) = a_big_batch_under_way(&a).await;
         // Killed mid-batch (records and answers in flight lost), back 300 ms later.
         nats.kill().expect("SIGKILL");
         tokio::time::sleep(Duration::from_millis(300)).await;
